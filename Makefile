@@ -1,0 +1,38 @@
+# The README's two commands: `make run` and `make test`. Both create the virtualenv and
+# install what is missing first, so a fresh clone needs nothing else.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test test-slow bench lint worker
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/autonote setup-offline
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/autonote serve
+
+test: $(STAMP)
+	$(BIN)/pytest -q
+
+test-slow: $(STAMP)
+	$(BIN)/pytest -q -m slow -o addopts=''
+
+$(VENV)/.bench-installed: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	touch $@
+
+bench: $(VENV)/.bench-installed
+	$(BIN)/python -m benchmarks.run_all
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+worker: $(STAMP)
+	$(BIN)/autonote worker
