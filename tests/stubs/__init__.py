@@ -1,0 +1,1 @@
+"""Local stand-ins for external services (an OpenAI-compatible server) used by tests."""
