@@ -1,0 +1,207 @@
+"""HTML → markdown that keeps the structure the chunker splits on.
+
+BeautifulSoup cleans the tree first, then `markdownify` (a maintained converter, not a
+hand-written walker) renders it. Cleaning:
+
+- `script`, `style`, `noscript`, `template`, `nav`, `aside`, `form`, `iframe`, `svg`,
+  `button` and elements marked `hidden` are removed with their content: page chrome, not
+  note text. `header`/`footer` go too when they are page-level (ARIA banner/contentinfo);
+  an `<article>`'s or `<section>`'s own `<header>` holds its title and is kept.
+- When the page marks its main content (a single `<main>` or `role="main"`), only that is
+  converted, so a site's menu bar or help pop-up does not become part of the note.
+- Elements with the ARIA landmark roles of those tags (`navigation`, `banner`,
+  `contentinfo`, `complementary`, `search`) are removed likewise.
+- Permalink markers (`<a href="#x">¶</a>`, rustdoc's `§`) are removed; other links to a
+  fragment of the page itself are unwrapped to their text (after import there is no page
+  for them to point into), and so are links inside headings: a heading like
+  `## [Data Types](#data-types)` would otherwise pollute the chunk breadcrumbs.
+- Images whose source is a `data:` URI (or empty, as DOCX images are) become their alt text,
+  so a pasted screenshot cannot inflate a note by megabytes of base64.
+
+markdownify options, and why:
+
+- `heading_style=ATX`: `#`..`######` headings, which the chunker (and every reader) expects;
+  the default "underlined" style has no form beyond h2.
+- `bullets="-"`: `- ` at every nesting level, the usual note style.
+- `table_infer_header=True`: GFM needs a header row plus `| --- |` separator; a table with
+  no `<th>`/`<thead>` (all DOCX tables) gets its first row promoted instead of an empty
+  header row.
+- `code_language_callback`: fences get the language from `class="language-x"` / `lang-x`
+  on `<pre>` or its `<code>`, or Sphinx's `highlight-x` wrapper.
+- `newline_style="backslash"`: `<br>` becomes `\\` + newline, because trailing spaces (the
+  default) are invisible and we trim them.
+- `strip` is not used: dropping tags by name is done on the soup above, where the whole
+  subtree goes (markdownify's `strip` keeps the text of a stripped tag).
+- Default escaping of `*` and `_` is kept so literal text (`snake_case`) stays literal.
+
+Pipes inside table cells are escaped (`\\|`) so a cell cannot split the row. After
+conversion, runs of blank lines are collapsed to one and trailing spaces trimmed, except
+inside fenced code, whose content is kept byte for byte.
+"""
+
+from __future__ import annotations
+
+import re
+
+from bs4 import BeautifulSoup, Tag
+from markdownify import ATX, MarkdownConverter
+
+_REMOVED_TAGS = (
+    "script",
+    "style",
+    "noscript",
+    "template",
+    "nav",
+    "aside",
+    "form",
+    "iframe",
+    "svg",
+    "button",
+)
+_PAGE_CHROME_TAGS = ("header", "footer")
+# Sectioning ancestors that make a header/footer belong to the content (HTML-AAM mapping).
+_SECTIONING = ("article", "section", "main")
+_LANDMARK_ROLES = ("navigation", "banner", "contentinfo", "complementary", "search")
+_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
+_PERMALINK_TEXTS = frozenset({"", "¶", "§", "#", "🔗", "link"})
+_LANGUAGE_PREFIXES = ("language-", "lang-")
+_FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+class _NoteConverter(MarkdownConverter):
+    """markdownify with GFM-safe table cells."""
+
+    def convert_td(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        return super().convert_td(el, _escape_cell(text), parent_tags)
+
+    def convert_th(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        return super().convert_th(el, _escape_cell(text), parent_tags)
+
+
+def _escape_cell(text: str) -> str:
+    # GFM splits rows on every unescaped pipe, code spans included.
+    return re.sub(r"(?<!\\)\|", r"\\|", text)
+
+
+def _code_language(pre: Tag) -> str | None:
+    """Language of a `<pre>` block from the class conventions highlighters use."""
+    candidates: list[Tag] = [pre]
+    code = pre.find("code")
+    if isinstance(code, Tag):
+        candidates.append(code)
+    for node in candidates:
+        for cls in node.get("class") or []:
+            for prefix in _LANGUAGE_PREFIXES:
+                if cls.startswith(prefix) and len(cls) > len(prefix):
+                    return cls[len(prefix) :]
+    # Sphinx: <div class="highlight-python"><div class="highlight"><pre>
+    for parent in pre.parents:
+        for cls in parent.get("class") or []:
+            if cls.startswith("highlight-") and cls not in ("highlight-default",):
+                return cls[len("highlight-") :]
+    return None
+
+
+def _converter() -> _NoteConverter:
+    return _NoteConverter(
+        heading_style=ATX,
+        bullets="-",
+        table_infer_header=True,
+        code_language_callback=_code_language,
+        newline_style="backslash",
+        escape_misc=False,
+    )
+
+
+def _is_permalink(link: Tag) -> bool:
+    """A heading/definition permalink marker (Sphinx `¶`, rustdoc `§`): no text of its own."""
+    href = str(link.get("href") or "")
+    text = link.get_text().strip()
+    return href.startswith("#") and text in _PERMALINK_TEXTS
+
+
+def _clean(soup: BeautifulSoup) -> Tag:
+    """Remove page chrome and return the element whose content is the document."""
+    for tag in soup.find_all(_REMOVED_TAGS):
+        tag.decompose()
+    for node in soup.find_all(attrs={"hidden": True}):
+        node.decompose()
+    for node in soup.find_all(attrs={"role": list(_LANDMARK_ROLES)}):
+        node.decompose()
+    for node in soup.find_all(_PAGE_CHROME_TAGS):
+        if node.find_parent(_SECTIONING) is None:
+            node.decompose()
+    for link in soup.find_all("a"):
+        if _is_permalink(link):
+            link.decompose()
+        elif str(link.get("href") or "").startswith("#") or link.find_parent(_HEADINGS):
+            link.unwrap()
+    for img in soup.find_all("img"):
+        src = str(img.get("src") or "")
+        if not src or src.startswith("data:"):
+            alt = str(img.get("alt") or "").strip()
+            if alt:
+                img.replace_with(alt)
+            else:
+                img.decompose()
+    mains = soup.find_all("main") or soup.find_all(attrs={"role": "main"})
+    if len(mains) == 1:
+        return mains[0]
+    return soup.body or soup
+
+
+def _tidy(markdown: str) -> str:
+    """Collapse blank-line runs and trim trailing spaces outside fenced code."""
+    out: list[str] = []
+    fence: str | None = None
+    blank_run = 0
+    for line in markdown.split("\n"):
+        if fence is not None:
+            out.append(line)
+            stripped = line.strip()
+            if stripped.startswith(fence) and set(stripped) == {fence[0]}:
+                fence = None
+            continue
+        line = line.rstrip()
+        match = _FENCE_RE.match(line)
+        if match:
+            fence = match.group(1)
+        if not line:
+            blank_run += 1
+            if blank_run > 1:
+                continue
+        else:
+            blank_run = 0
+        out.append(line)
+    return "\n".join(out).strip("\n")
+
+
+def parse_html(html: bytes | str) -> BeautifulSoup:
+    """Parse HTML; bytes are decoded the way browsers do (BOM, `<meta charset>`, sniffing)."""
+    return BeautifulSoup(html, "html.parser")
+
+
+def soup_title(soup: BeautifulSoup) -> str | None:
+    """The document's `<title>` text, if any (call before `soup_to_markdown` cleans)."""
+    title = soup.find("title")
+    if isinstance(title, Tag):
+        text = " ".join(title.get_text(" ").split())
+        return text or None
+    return None
+
+
+def soup_to_markdown(soup: BeautifulSoup) -> str:
+    """Convert a parsed document to markdown (mutates `soup` while cleaning it)."""
+    root = _clean(soup)
+    return _tidy(_converter().convert_soup(root))
+
+
+def html_to_markdown(html: bytes | str) -> str:
+    """Convert an HTML document or fragment to structure-preserving markdown.
+
+    Headings become ATX `#` headings, tables GFM tables with a header and `| --- |`
+    separator, lists `- ` bullets, `<pre>` fenced code with its language; links are kept;
+    scripts, styles and navigation chrome are dropped. No output has three consecutive
+    newlines outside code blocks.
+    """
+    return soup_to_markdown(parse_html(html))

@@ -1,0 +1,144 @@
+"""Title and tags of a markdown note: front matter, first H1, Obsidian-style `#tags`.
+
+The markdown is read with pyromark (pulldown-cmark, CommonMark + GFM, the parser the
+chunker uses), so "first H1", "outside code" and "front matter" mean what a markdown
+renderer means: a `# comment` inside a fenced block is not a heading and `#include` in code
+is not a tag. Front matter is the YAML metadata block the parser recognises at the very
+start (`---` ... `---`/`...`), loaded with `yaml.safe_load`; YAML that does not parse, or
+that is not a mapping, counts as no front matter.
+
+Inline tags follow Obsidian's rule: `#` at the start of a word, then letters, digits, `_`,
+`-` or `/` (nested tags), with at least one letter (`#123` is an issue number, not a tag).
+Tags in code, HTML blocks, escaped (`\\#x`), or glued to a word (`a#b`, URLs) do not count.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyromark
+import yaml
+
+_OPTIONS = (
+    pyromark.Options.ENABLE_TABLES
+    | pyromark.Options.ENABLE_STRIKETHROUGH
+    | pyromark.Options.ENABLE_TASKLISTS
+    | pyromark.Options.ENABLE_YAML_STYLE_METADATA_BLOCKS
+)
+_INLINE_TAG = re.compile(r"(?:^|(?<=\s))#([\w/-]+)")
+_TAG_SPLIT = re.compile(r"[,\s]+")
+_WORD_BOUNDARY_BYTES = frozenset(b" \t\r\n")
+
+
+@dataclass
+class MarkdownMetadata:
+    """What the importer reads from a markdown note's source."""
+
+    front_matter: dict[str, Any] = field(default_factory=dict)
+    first_h1: str | None = None
+    inline_tags: list[str] = field(default_factory=list)
+
+
+def _kind(event: Any) -> tuple[str, str]:
+    """(`Start`/`End`/`Text`/..., container name) of a pyromark event."""
+    if isinstance(event, str):
+        return event, ""
+    ((key, value),) = event.items()
+    if isinstance(value, dict):
+        return key, next(iter(value))
+    if isinstance(value, str) and key in ("Start", "End"):
+        return key, value
+    return key, ""
+
+
+def _load_front_matter(text: str) -> dict[str, Any]:
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def read_markdown_metadata(markdown: str, *, inline_tags: bool = True) -> MarkdownMetadata:
+    """Parse `markdown` once and return its front matter, first H1 text and inline tags."""
+    meta = MarkdownMetadata()
+    source = markdown.encode("utf-8")
+    skip_depth = 0  # inside code or HTML blocks
+    front_matter_parts: list[str] | None = None
+    h1_parts: list[str] | None = None
+    first = True
+    for event, span in pyromark.events_with_range(markdown, options=_OPTIONS):
+        kind, name = _kind(event)
+        if name == "MetadataBlock":
+            # The parser only opens one at the very start; `first` makes that explicit.
+            if kind == "Start" and first:
+                front_matter_parts = []
+            elif kind == "End" and front_matter_parts is not None:
+                meta.front_matter = _load_front_matter("".join(front_matter_parts))
+                front_matter_parts = None
+        elif front_matter_parts is not None:
+            if kind == "Text":
+                front_matter_parts.append(event["Text"])
+        elif name in ("CodeBlock", "HtmlBlock"):
+            skip_depth += 1 if kind == "Start" else -1
+        elif kind == "Start" and name == "Heading" and meta.first_h1 is None:
+            if event["Start"]["Heading"]["level"] == "H1":
+                h1_parts = []
+        elif kind == "End" and name == "Heading" and h1_parts is not None:
+            meta.first_h1 = " ".join("".join(h1_parts).split()) or None
+            h1_parts = None
+        elif kind in ("Text", "Code") and not skip_depth:
+            if h1_parts is not None:
+                h1_parts.append(event[kind])
+            if kind == "Text" and inline_tags:
+                meta.inline_tags.extend(_tags_in(event["Text"], source, span["start"]))
+        elif kind in ("SoftBreak", "HardBreak") and h1_parts is not None:
+            h1_parts.append(" ")
+        first = False
+    meta.inline_tags = normalize_tags(meta.inline_tags)
+    return meta
+
+
+def _tags_in(text: str, source: bytes, start: int) -> Iterable[str]:
+    for match in _INLINE_TAG.finditer(text):
+        # A match at the start of a text event may follow something the parser consumed
+        # (an escaping backslash, `[` of a link): only a real word boundary counts.
+        if match.start() == 0 and start > 0 and source[start - 1] not in _WORD_BOUNDARY_BYTES:
+            continue
+        tag = match.group(1).rstrip("/-")
+        if any(ch.isalpha() for ch in tag):
+            yield tag
+
+
+def normalize_tags(raw: Iterable[Any]) -> list[str]:
+    """Lowercase, strip `#` and whitespace, drop empties, dedupe keeping first order."""
+    seen: dict[str, None] = {}
+    for item in raw:
+        if isinstance(item, bool) or not isinstance(item, str | int | float):
+            continue
+        tag = " ".join(str(item).strip().lstrip("#").split()).lower()
+        if tag:
+            seen.setdefault(tag, None)
+    return list(seen)
+
+
+def front_matter_tags(front_matter: dict[str, Any]) -> list[str]:
+    """`tags` from front matter: a YAML list, or one comma/space separated string."""
+    value = front_matter.get("tags")
+    if isinstance(value, str):
+        return normalize_tags(_TAG_SPLIT.split(value))
+    if isinstance(value, list):
+        return normalize_tags(value)
+    return []
+
+
+def front_matter_title(front_matter: dict[str, Any]) -> str | None:
+    """A non-empty scalar `title` from front matter, whitespace-normalised."""
+    value = front_matter.get("title")
+    if value is None or isinstance(value, dict | list | bool):
+        return None
+    title = " ".join(str(value).split())
+    return title or None

@@ -1,0 +1,71 @@
+"""PDF → plain-text markdown with `pypdf` (pure Python, BSD-3-Clause, no system libraries).
+
+A PDF is a page description, not a document tree: it places glyphs, it does not say "this
+is a heading" or "this is a table" (unless tagged, which few are). So the import recovers
+text only: one paragraph block per page, pages separated by a blank line, line breaks as
+pypdf's layout-free extraction reports them. Headings, lists and tables are NOT recovered;
+a PDF note is chunked by paragraphs and size, not by sections. Layout-aware converters
+(docling, marker, pymupdf4llm) recover more structure but bring ML models or AGPL code.
+
+Lines that markdown would read as structure (`# ...` headings, `---`/`===` setext
+underlines or rules) are backslash-escaped so extracted text stays text.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+
+import structlog
+from pypdf import PdfReader
+from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
+
+from api.importing.models import ImportFileError
+
+log = structlog.get_logger(__name__)
+
+_PDF_MAGIC = b"%PDF-"
+# The header may follow up to 1 KB of junk (PDF 1.7 spec, implementation note 13).
+_MAGIC_WINDOW = 1024
+_STRUCTURAL_LINE = re.compile(r"^(\s{0,3})(#|=+\s*$|-{3,}\s*$|\*{3,}\s*$|_{3,}\s*$)")
+
+
+def _escape_structure(line: str) -> str:
+    return _STRUCTURAL_LINE.sub(lambda m: m.group(1) + "\\" + m.group(2), line, count=1)
+
+
+def _page_text(raw: str) -> str:
+    lines = [_escape_structure(line.rstrip()) for line in raw.replace("\r\n", "\n").split("\n")]
+    # Blank lines inside a page become paragraph breaks; collapse runs of them.
+    text = "\n".join(lines)
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+def pdf_to_markdown(data: bytes) -> tuple[str, str | None]:
+    """Extract a PDF's text; returns `(markdown, title)` with the title from its metadata.
+
+    Raises `ImportFileError` with `corrupt_file` (not a PDF / unreadable) or `encrypted`
+    (needs a password). A PDF with no extractable text (a scan) yields "".
+    """
+    if _PDF_MAGIC not in data[:_MAGIC_WINDOW]:
+        raise ImportFileError("corrupt_file", "not a PDF document (no %PDF- header)")
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise ImportFileError("encrypted", "the PDF is password-protected")
+        pages = [_page_text(page.extract_text() or "") for page in reader.pages]
+        meta_title = reader.metadata.title if reader.metadata else None
+    except ImportFileError:
+        raise
+    # DependencyError: AES-encrypted, and the optional crypto library is not installed.
+    except (FileNotDecryptedError, DependencyError) as exc:
+        raise ImportFileError("encrypted", "the PDF is password-protected") from exc
+    # pypdf raises PdfReadError for most damage but also plain ValueError/KeyError/
+    # TypeError from deep inside object parsing; all mean "cannot read this file".
+    except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, OSError) as exc:
+        raise ImportFileError(
+            "corrupt_file", f"could not read the PDF: {type(exc).__name__}"
+        ) from exc
+    log.debug("importing.pdf_extracted", pages=len(pages), chars=sum(map(len, pages)))
+    title = " ".join(str(meta_title).split()) if meta_title else None
+    return "\n\n".join(page for page in pages if page), title or None
