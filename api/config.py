@@ -1,0 +1,125 @@
+"""All configuration, from the environment (and `.env`), validated once at start-up.
+
+Names follow the roadmap (`MONGODB_URL`, `CHUNKING_*`, `OPENAI_API_KEY`, ...) so existing
+deployments keep working. An invalid value fails fast with a message naming the variable
+(see `load_settings`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ChunkingStrategy = Literal["hierarchical_markdown", "fixed_tokens", "whole_note"]
+
+
+class Settings(BaseSettings):
+    """Process configuration. Field names map to upper-case environment variables."""
+
+    model_config = SettingsConfigDict(
+        env_file=".env", env_file_encoding="utf-8", extra="ignore", case_sensitive=False
+    )
+
+    # Database. Unset MONGODB_URL → the embedded SecantusDB server in AUTONOTE_DATA_DIR.
+    mongodb_url: str | None = None
+    mongodb_db: str = Field("autonote", min_length=1, max_length=63, pattern=r"^[A-Za-z0-9_-]+$")
+    mongodb_timeout_ms: int = Field(3000, ge=100, le=60_000)
+
+    # Chunking (roadmap names).
+    chunking_enabled: bool = True
+    chunking_strategy: ChunkingStrategy = "hierarchical_markdown"
+    chunking_max_tokens: int = Field(300, ge=16, le=8191)
+    chunking_min_tokens: int = Field(50, ge=0, le=4096)
+    chunking_async: bool = True
+
+    # Embeddings and chat.
+    openai_api_key: SecretStr | None = None
+    openai_base_url: str | None = None
+    openai_timeout_s: float = Field(30.0, gt=0, le=600)
+    openai_max_retries: int = Field(5, ge=1, le=20)
+    embedding_provider: Literal["auto", "openai", "local"] = "auto"
+    embedding_model: str | None = None
+    embedding_dimensions: int | None = Field(None, ge=1, le=8192)
+    embedding_batch_size: int = Field(32, ge=1, le=2048)
+    chat_model: str | None = None
+    chat_context_tokens: int = Field(3000, ge=200, le=200_000)
+
+    # Search.
+    search_backend: Literal["auto", "atlas", "local"] = "auto"
+    atlas_vector_index: str = "note_chunks_vector_index"
+    atlas_text_index: str = "note_chunks_text_index"
+
+    # Server, auth, limits.
+    autonote_admin_token: SecretStr | None = None
+    autonote_data_dir: Path = Path(".autonote")
+    autonote_host: str = "127.0.0.1"
+    autonote_port: int = Field(8000, ge=1, le=65535)
+    autonote_max_note_bytes: int = Field(2_000_000, ge=1_000, le=64_000_000)
+    autonote_max_request_bytes: int = Field(8_000_000, ge=10_000, le=512_000_000)
+    autonote_max_tags: int = Field(50, ge=0, le=1000)
+    autonote_max_tag_length: int = Field(64, ge=1, le=512)
+    autonote_rate_limit_per_minute: int = Field(1200, ge=0)  # 0 disables
+    autonote_create_default_user: bool = True
+
+    # Indexing (the reconciler).
+    autonote_index_workers: int = Field(2, ge=0, le=64)  # in-process workers when async
+    autonote_index_max_attempts: int = Field(5, ge=1, le=100)
+    autonote_index_lease_s: float = Field(120.0, gt=0, le=3600)
+    autonote_index_backoff_base_s: float = Field(2.0, gt=0, le=3600)
+    autonote_index_backoff_max_s: float = Field(600.0, gt=0, le=86_400)
+    autonote_index_poll_s: float = Field(0.5, gt=0, le=60)
+    autonote_embedding_cache_days: int = Field(30, ge=1, le=3650)
+    autonote_sync_index_timeout_s: float = Field(60.0, gt=0, le=3600)
+
+    # Logging.
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_json: bool | None = None  # None → JSON when stderr is not a TTY
+
+    @model_validator(mode="after")
+    def _check_combinations(self) -> Settings:
+        if self.chunking_min_tokens >= self.chunking_max_tokens:
+            raise ValueError(
+                "CHUNKING_MIN_TOKENS must be smaller than CHUNKING_MAX_TOKENS "
+                f"({self.chunking_min_tokens} >= {self.chunking_max_tokens})"
+            )
+        if self.embedding_provider == "openai" and self.openai_api_key is None:
+            raise ValueError("EMBEDDING_PROVIDER=openai needs OPENAI_API_KEY")
+        if self.chat_model and self.openai_api_key is None and not self.openai_base_url:
+            raise ValueError(
+                "CHAT_MODEL needs OPENAI_API_KEY (or OPENAI_BASE_URL for a local server)"
+            )
+        if self.mongodb_url is not None and not self.mongodb_url.startswith(
+            ("mongodb://", "mongodb+srv://")
+        ):
+            raise ValueError("MONGODB_URL must start with mongodb:// or mongodb+srv://")
+        return self
+
+    @property
+    def resolved_embedding_provider(self) -> Literal["openai", "local"]:
+        """`auto` means OpenAI when a key is configured, else the local ONNX model."""
+        if self.embedding_provider == "auto":
+            return "openai" if self.openai_api_key is not None else "local"
+        return self.embedding_provider
+
+    @property
+    def embedded_database(self) -> bool:
+        return self.mongodb_url is None
+
+
+class SettingsError(Exception):
+    """Invalid configuration; the message names each offending environment variable."""
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build `Settings`, turning pydantic's errors into one message per variable."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = "".join(str(p) for p in err["loc"][:1]).upper() or "settings"
+            lines.append(f"{loc}: {err['msg']}")
+        raise SettingsError("invalid configuration: " + "; ".join(lines)) from None

@@ -1,0 +1,1 @@
+"""MongoDB access: client creation, the embedded server, and index management."""

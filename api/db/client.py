@@ -1,0 +1,130 @@
+"""The AsyncMongoClient and every index DESIGN.md §2 names, created idempotently."""
+
+from __future__ import annotations
+
+import structlog
+from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, IndexModel
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import (
+    AutoReconnect,
+    ConnectionFailure,
+    ExecutionTimeout,
+    NetworkTimeout,
+    OperationFailure,
+    ServerSelectionTimeoutError,
+    WaitQueueTimeoutError,
+    WTimeoutError,
+)
+
+from api.observability import MongoSpanListener
+
+log = structlog.get_logger(__name__)
+
+# Errors that mean "the database is unreachable or too slow right now", rendered as 503.
+UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (
+    ServerSelectionTimeoutError,
+    AutoReconnect,
+    ConnectionFailure,
+    NetworkTimeout,
+    ExecutionTimeout,
+    WaitQueueTimeoutError,
+    WTimeoutError,
+)
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """True for connectivity/timeouts (retry later), False for real query errors."""
+    from pymongo.errors import PyMongoError
+
+    if isinstance(exc, UNAVAILABLE_ERRORS):
+        return True
+    return isinstance(exc, PyMongoError) and exc.timeout  # CSOT timeouts
+
+
+def create_client(
+    url: str, *, timeout_ms: int = 3000, app_name: str = "autonote"
+) -> AsyncMongoClient:
+    """A client that fails fast when the server is gone instead of hanging requests."""
+    return AsyncMongoClient(
+        url,
+        appname=app_name,
+        tz_aware=True,
+        serverSelectionTimeoutMS=timeout_ms,
+        connectTimeoutMS=timeout_ms,
+        timeoutMS=max(timeout_ms * 5, 15_000),
+        retryWrites=True,
+        event_listeners=[MongoSpanListener()],
+    )
+
+
+NOTES_INDEXES = [
+    IndexModel(
+        [
+            ("author_id", ASCENDING),
+            ("status", ASCENDING),
+            ("created_at", DESCENDING),
+            ("_id", DESCENDING),
+        ],
+        name="author_status_created",
+    ),
+    IndexModel(
+        [("author_id", ASCENDING), ("tags", ASCENDING), ("created_at", DESCENDING)],
+        name="author_tags_created",
+    ),
+    # The reconciler's queue: claimable notes by state and due time.
+    IndexModel([("index_status", ASCENDING), ("next_attempt_at", ASCENDING)], name="index_queue"),
+    IndexModel([("lease_expires_at", ASCENDING)], name="index_lease", sparse=True),
+]
+
+NOTE_CHUNKS_INDEXES = [
+    # The roadmap's four (Phase 1.1) ...
+    IndexModel([("note_id", ASCENDING)], name="note_id_1"),
+    IndexModel(
+        [("note_id", ASCENDING), ("chunk_index", ASCENDING)], name="note_id_1_chunk_index_1"
+    ),
+    IndexModel([("note_version", ASCENDING)], name="note_version_1"),
+    IndexModel(
+        [("note_id", ASCENDING), ("note_version", ASCENDING)], name="note_id_1_note_version_1"
+    ),
+    # ... plus uniqueness of a chunk within a version, and per-user loading.
+    IndexModel(
+        [("note_id", ASCENDING), ("note_version", ASCENDING), ("chunk_index", ASCENDING)],
+        name="note_version_chunk_unique",
+        unique=True,
+    ),
+    IndexModel([("author_id", ASCENDING), ("note_id", ASCENDING)], name="author_note"),
+]
+
+USERS_INDEXES = [IndexModel([("created_at", ASCENDING)], name="created_at")]
+API_KEYS_INDEXES = [
+    IndexModel([("key_hash", ASCENDING)], name="key_hash_unique", unique=True),
+    IndexModel([("user_id", ASCENDING)], name="user_id"),
+]
+EMBEDDING_CACHE_INDEXES = [
+    IndexModel(
+        [("model", ASCENDING), ("content_hash", ASCENDING)], name="model_hash_unique", unique=True
+    ),
+]
+
+
+async def ensure_indexes(db: AsyncDatabase, *, cache_ttl_days: int = 30) -> None:
+    """Create every index the app relies on. Idempotent: existing indexes are left as they
+    are, except the embedding cache's TTL, which follows `cache_ttl_days`."""
+    await db.notes.create_indexes(NOTES_INDEXES)
+    await db.note_chunks.create_indexes(NOTE_CHUNKS_INDEXES)
+    log.info("note_chunks_indexes_created", count=len(NOTE_CHUNKS_INDEXES))
+    await db.users.create_indexes(USERS_INDEXES)
+    await db.api_keys.create_indexes(API_KEYS_INDEXES)
+    await db.embedding_cache.create_indexes(EMBEDDING_CACHE_INDEXES)
+    ttl = cache_ttl_days * 86_400
+    try:
+        await db.embedding_cache.create_index(
+            "cached_at", name="cached_at_ttl", expireAfterSeconds=ttl
+        )
+    except OperationFailure as exc:
+        if exc.code not in (85, 86):  # IndexOptionsConflict / IndexKeySpecsConflict
+            raise
+        await db.command(
+            "collMod", "embedding_cache", index={"name": "cached_at_ttl", "expireAfterSeconds": ttl}
+        )
+    log.info("db.indexes_ensured", database=db.name)

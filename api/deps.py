@@ -1,0 +1,66 @@
+"""The service container built in the lifespan, and the `Annotated` dependencies routes use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pymongo import AsyncMongoClient
+from pymongo.asynchronous.database import AsyncDatabase
+
+from api.config import Settings
+from api.db.embedded import EmbeddedMongo
+from api.indexing.runtime import Indexing
+from api.notes.service import NotesService
+from api.users.models import User
+from api.users.service import UsersService
+
+
+@dataclass
+class Container:
+    """Everything a request may need, created once per process in the lifespan."""
+
+    settings: Settings
+    client: AsyncMongoClient
+    db: AsyncDatabase
+    users: UsersService
+    notes: NotesService
+    indexing: Indexing | None = None
+    embedder: Any = None  # connectors.embeddings.base.Embedder
+    chunker: Any = None  # api.services.chunking strategy object
+    embedded: EmbeddedMongo | None = None
+
+
+def get_container(request: Request) -> Container:
+    return request.app.state.container
+
+
+ContainerDep = Annotated[Container, Depends(get_container)]
+
+# Declared for the OpenAPI document (the "Authorize" button); validation is ours, so that
+# missing and malformed headers both get our 401 body.
+_bearer = HTTPBearer(auto_error=False, description="API key: `Authorization: Bearer <key>`")
+
+
+async def current_user(
+    request: Request,
+    container: ContainerDep,
+    _creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> User:
+    """The user whose API key is in the Authorization header (401 otherwise, 429 if over
+    the per-key rate limit)."""
+    user = await container.users.authenticate(request.headers.get("authorization"))
+    request.state.user_id = str(user.id)
+    return user
+
+
+CurrentUser = Annotated[User, Depends(current_user)]
+
+
+def get_notes_service(container: ContainerDep) -> NotesService:
+    return container.notes
+
+
+NotesServiceDep = Annotated[NotesService, Depends(get_notes_service)]

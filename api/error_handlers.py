@@ -1,0 +1,83 @@
+"""One place that turns every failure into `{"error": ..., "detail": ...}` with the right
+status: domain errors, validation errors, HTTP errors, database outages, and bugs (500,
+without a stack trace in the body)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pymongo.errors import PyMongoError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from api.db.client import is_unavailable
+from api.errors import DomainError
+
+log = structlog.get_logger(__name__)
+
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    409: "conflict",
+    412: "precondition_failed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "validation_error",
+    429: "rate_limited",
+    503: "service_unavailable",
+}
+
+
+def _json(
+    status: int, code: str, detail: Any, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse({"error": code, "detail": detail}, status_code=status, headers=headers)
+
+
+async def domain_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, DomainError)
+    return _json(exc.status, exc.code, exc.detail, exc.headers)
+
+
+async def validation_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = [
+        {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": e.get("type", "")}
+        for e in exc.errors()
+    ]
+    if any(e["type"] == "json_invalid" for e in errors):
+        return _json(400, "invalid_json", "request body is not valid JSON (UTF-8)")
+    return _json(422, "validation_error", errors)
+
+
+async def http_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "http_error")
+    return _json(exc.status_code, code, exc.detail, getattr(exc, "headers", None))
+
+
+async def database_error(request: Request, exc: Exception) -> JSONResponse:
+    if is_unavailable(exc):
+        log.warning("db.unavailable", error=type(exc).__name__, path=request.url.path)
+        return _json(
+            503,
+            "database_unavailable",
+            "the database is unavailable; retry shortly",
+            {"Retry-After": "1"},
+        )
+    raise exc  # a real query error is a bug: RequestContextMiddleware answers 500
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the handlers; `DomainError` subclasses carry their own status and code."""
+    app.add_exception_handler(DomainError, domain_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(PyMongoError, database_error)

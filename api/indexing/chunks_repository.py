@@ -1,0 +1,106 @@
+"""All queries on the `note_chunks` collection."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from bson import ObjectId
+from pymongo.asynchronous.client_session import AsyncClientSession
+from pymongo.asynchronous.database import AsyncDatabase
+
+# Everything but the vector: what the chunk listing API and the keyword side need.
+NO_VECTOR = {"embedding": 0}
+
+
+class ChunksRepository:
+    """Chunk documents. A note's searchable chunks are those with
+    `note_version == notes.indexed_version`; other versions are in flight or leftovers."""
+
+    def __init__(self, db: AsyncDatabase) -> None:
+        self.collection = db.note_chunks
+
+    async def delete_for_note(
+        self, note_id: ObjectId, session: AsyncClientSession | None = None
+    ) -> int:
+        result = await self.collection.delete_many({"note_id": note_id}, session=session)
+        return result.deleted_count
+
+    async def for_note(self, note_id: ObjectId, *, with_vectors: bool) -> list[dict[str, Any]]:
+        """Every chunk of the note, all versions, in (version, index) order."""
+        projection = None if with_vectors else NO_VECTOR
+        cursor = self.collection.find({"note_id": note_id}, projection).sort(
+            [("note_version", 1), ("chunk_index", 1)]
+        )
+        return await cursor.to_list()
+
+    async def for_version(
+        self, note_id: ObjectId, version: int, *, with_vectors: bool = False
+    ) -> list[dict[str, Any]]:
+        """The chunks of one version of a note, in order."""
+        projection = None if with_vectors else NO_VECTOR
+        cursor = self.collection.find(
+            {"note_id": note_id, "note_version": version}, projection
+        ).sort("chunk_index", 1)
+        return await cursor.to_list()
+
+    async def vectors_by_hash(
+        self, author_id: ObjectId, model: str, hashes: list[str]
+    ) -> dict[str, Any]:
+        """Stored vectors of the author's chunks whose embedded text has one of `hashes`
+        (the same text embedded by the same model: reusable, e.g. a duplicated note)."""
+        if not hashes:
+            return {}
+        cursor = self.collection.find(
+            {"author_id": author_id, "embedding_model": model, "content_hash": {"$in": hashes}},
+            {"content_hash": 1, "embedding": 1, "_id": 0},
+        )
+        return {doc["content_hash"]: doc["embedding"] async for doc in cursor}
+
+    async def insert_version(
+        self, docs: list[dict[str, Any]], session: AsyncClientSession | None = None
+    ) -> None:
+        if docs:
+            await self.collection.insert_many(docs, ordered=True, session=session)
+
+    async def delete_version(
+        self, note_id: ObjectId, version: int, session: AsyncClientSession | None = None
+    ) -> int:
+        result = await self.collection.delete_many(
+            {"note_id": note_id, "note_version": version}, session=session
+        )
+        return result.deleted_count
+
+    async def delete_other_versions(self, note_id: ObjectId, keep_version: int) -> int:
+        result = await self.collection.delete_many(
+            {"note_id": note_id, "note_version": {"$ne": keep_version}}
+        )
+        return result.deleted_count
+
+    async def set_tags(self, note_id: ObjectId, version: int, tags: list[str]) -> int:
+        result = await self.collection.update_many(
+            {"note_id": note_id, "note_version": version}, {"$set": {"tags": tags}}
+        )
+        return result.modified_count
+
+    async def iter_versions(
+        self, pairs: list[tuple[ObjectId, int]], *, with_vectors: bool = True
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Chunks of the given (note, version) pairs, for loading a search index."""
+        if not pairs:
+            return
+        query = {"$or": [{"note_id": n, "note_version": v} for n, v in pairs]}
+        projection = None if with_vectors else NO_VECTOR
+        async for doc in self.collection.find(query, projection).sort(
+            [("note_id", 1), ("chunk_index", 1)]
+        ):
+            yield doc
+
+    async def note_ids_with_chunks(self) -> list[ObjectId]:
+        return await self.collection.distinct("note_id")
+
+    async def delete_for_notes(self, note_ids: list[ObjectId]) -> int:
+        if not note_ids:
+            return 0
+        result = await self.collection.delete_many({"note_id": {"$in": note_ids}})
+        return result.deleted_count

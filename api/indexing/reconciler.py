@@ -1,0 +1,404 @@
+"""The reconciler: brings one note's chunks to the note's desired state.
+
+chunk → reuse embeddings whose `content_hash` is unchanged (the note's own chunks, the
+author's other chunks, the embedding cache) → embed only the rest, batched → write the new
+version's chunks → flip `indexed_version` (fenced by the lease) → evict the old versions
+(their vectors go to the embedding cache). Readers filter on `indexed_version`, so they see the
+old chunks until the flip and the new ones after it: never none, never a mix. Re-indexing
+the SAME version (new chunker or model) swaps inside a transaction for the same guarantee.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import structlog
+from bson import ObjectId
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import OperationFailure
+
+from api import observability as obs
+from api.indexing.cache_repository import EmbeddingCacheRepository
+from api.indexing.chunks_repository import ChunksRepository
+from api.indexing.vectors import from_bson_vector, to_bson_vector
+from api.notes.queue import IndexQueue
+from connectors.embeddings.base import EmbeddingError
+
+log = structlog.get_logger(__name__)
+
+# Called after a note's searchable chunks changed (the local search index listens).
+IndexListener = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcilerConfig:
+    lease_s: float = 120.0
+    max_attempts: int = 5
+    backoff_base_s: float = 2.0
+    backoff_max_s: float = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class IndexOutcome:
+    note_id: ObjectId
+    status: str  # indexed | pending | failed | lost_lease
+    stats: dict[str, Any] | None = None
+    error: str | None = None
+
+
+def backoff_seconds(
+    attempt: int, base: float, cap: float, rng: random.Random | None = None
+) -> float:
+    """Exponential backoff with "equal jitter": half fixed, half random, capped."""
+    ceiling = min(cap, base * (2 ** max(0, attempt - 1)))
+    return ceiling / 2 + (rng or random).uniform(0, ceiling / 2)
+
+
+class Reconciler:
+    """Indexes claimed notes. One instance per process; safe to run many concurrently."""
+
+    def __init__(
+        self,
+        db: AsyncDatabase,
+        *,
+        chunker: Any,
+        embedder: Any,
+        model_key: str,
+        config: ReconcilerConfig,
+        listeners: list[IndexListener] | None = None,
+    ) -> None:
+        self.db = db
+        self.queue = IndexQueue(db)
+        self.chunks = ChunksRepository(db)
+        self.cache = EmbeddingCacheRepository(db)
+        self.chunker = chunker
+        self.embedder = embedder
+        self.model_key = model_key
+        self.config = config
+        self.listeners = listeners or []
+        self.worker_id = uuid.uuid4().hex[:12]
+
+    # ---- queue side -------------------------------------------------------------------
+    async def run_once(self, note_id: ObjectId | None = None) -> IndexOutcome | None:
+        """Claim one due note (or `note_id`) and index it; None when nothing is claimable."""
+        token = f"{self.worker_id}:{uuid.uuid4().hex[:12]}"
+        now = datetime.now(UTC)
+        note = await self.queue.claim(
+            token=token,
+            now=now,
+            lease_s=self.config.lease_s,
+            max_attempts=self.config.max_attempts,
+            note_id=note_id,
+        )
+        if note is None:
+            return None
+        structlog.contextvars.bind_contextvars(job_id=token, note_id=str(note["_id"]))
+        try:
+            return await self._run_claimed(note, token)
+        finally:
+            structlog.contextvars.unbind_contextvars("job_id", "note_id")
+
+    async def _run_claimed(self, note: dict[str, Any], token: str) -> IndexOutcome:
+        heartbeat = asyncio.create_task(self._heartbeat(note["_id"], token))
+        try:
+            stats = await self._index(note, token)
+        except asyncio.CancelledError:
+            raise  # shutdown: the lease expires and another worker takes over
+        except Exception as exc:  # every failure is recorded on the note, never lost
+            return await self._record_failure(note, token, exc)
+        finally:
+            heartbeat.cancel()
+        if stats is None:
+            log.warning("note.index_lease_lost")
+            return IndexOutcome(note["_id"], "lost_lease")
+        return IndexOutcome(note["_id"], stats.pop("_final_status"), stats)
+
+    async def _heartbeat(self, note_id: ObjectId, token: str) -> None:
+        interval = self.config.lease_s / 3
+        while True:
+            await asyncio.sleep(interval)
+            until = datetime.now(UTC) + timedelta(seconds=self.config.lease_s)
+            if not await self.queue.extend_lease(note_id, token, until):
+                return
+
+    async def _record_failure(
+        self, note: dict[str, Any], token: str, exc: Exception
+    ) -> IndexOutcome:
+        attempts = int(note.get("index_attempts") or 1)
+        retryable = getattr(exc, "retryable", True)
+        give_up = attempts >= self.config.max_attempts or not retryable
+        delay = backoff_seconds(attempts, self.config.backoff_base_s, self.config.backoff_max_s)
+        error = f"{type(exc).__name__}: {exc}"
+        await self.queue.fail(
+            note["_id"],
+            token,
+            error=error,
+            retry_at=datetime.now(UTC) + timedelta(seconds=delay),
+            give_up=give_up,
+        )
+        obs.index_failures.add(1, {"final": give_up})
+        event = "note.index_failed" if give_up else "note.index_retry_scheduled"
+        log.warning(
+            event,
+            attempt=attempts,
+            retry_in_s=None if give_up else round(delay, 2),
+            error=error,
+            exc_info=not isinstance(exc, EmbeddingError),
+        )
+        return IndexOutcome(note["_id"], "failed" if give_up else "pending", error=error)
+
+    # ---- the work ---------------------------------------------------------------------
+    async def _index(self, note: dict[str, Any], token: str) -> dict[str, Any] | None:
+        started = time.perf_counter()
+        note_id, version = note["_id"], int(note.get("version") or 1)
+        if note.get("status") != "active":
+            return await self._remove(note, token, started)
+
+        chunks = await asyncio.to_thread(
+            self.chunker.chunk_note, note.get("content_md") or "", note.get("title") or ""
+        )
+        hashes = [c.content_hash for c in chunks]
+        existing = await self.chunks.for_note(note_id, with_vectors=True)
+        current_version = note.get("indexed_version")
+        current = [d for d in existing if d["note_version"] == current_version]
+
+        if (
+            current_version == version
+            and [d["content_hash"] for d in current] == hashes
+            and all(d.get("embedding_model") == self.model_key for d in current)
+            and note.get("chunking_version") == self.chunker.version
+        ):
+            # Nothing to re-embed or swap (re-queued for tags, restore of an intact note,
+            # or a no-op re-index): keep the chunks, refresh the denormalised tags.
+            if any(d.get("tags") != note.get("tags") for d in current):
+                await self.chunks.set_tags(note_id, version, list(note.get("tags") or []))
+            stats = self._stats(len(chunks), 0, 0, started)
+            return await self._complete(note, token, version, chunks, stats, written=0)
+
+        vectors, embedded, tokens = await self._vectors_for(note, chunks, existing)
+        now = datetime.now(UTC)
+        docs = [self._chunk_doc(note, version, c, vectors[c.content_hash], now) for c in chunks]
+        stats = self._stats(len(chunks), embedded, tokens, started)
+
+        if current_version == version:
+            return await self._swap_same_version(
+                note, token, version, chunks, docs, stats, existing
+            )
+        # A new version: leftovers of an interrupted attempt at this version are invisible
+        # (not the indexed version) and would collide with the unique index.
+        await self.chunks.delete_version(note_id, version)
+        await self.chunks.insert_version(docs)
+        done = await self._complete(note, token, version, chunks, stats, written=len(docs))
+        if done is not None:
+            await self._evict(note_id, version, existing)
+        return done
+
+    async def _vectors_for(
+        self, note: dict[str, Any], chunks: list[Any], existing: list[dict[str, Any]]
+    ) -> tuple[dict[str, Any], int, int]:
+        """{content_hash: BSON vector} for every chunk, embedding only unseen texts."""
+        found: dict[str, Any] = {
+            d["content_hash"]: d["embedding"]
+            for d in existing
+            if d.get("embedding_model") == self.model_key and d.get("embedding") is not None
+        }
+        missing = sorted({c.content_hash for c in chunks} - found.keys())
+        if missing:
+            found.update(await self.cache.get_many(self.model_key, missing))
+            missing = [h for h in missing if h not in found]
+        if missing:
+            found.update(
+                await self.chunks.vectors_by_hash(note["author_id"], self.model_key, missing)
+            )
+            missing = [h for h in missing if h not in found]
+        if not missing:
+            return found, 0, 0
+        texts = {c.content_hash: c.embedding_text for c in chunks if c.content_hash in missing}
+        order = list(texts)
+        batch = await self.embedder.embed([texts[h] for h in order])
+        vecs = np.asarray(batch.vectors, dtype=np.float32)
+        if vecs.shape != (len(order), self.embedder.dimensions):
+            raise EmbeddingError(f"embedder returned shape {vecs.shape}", retryable=True)
+        for h, vec in zip(order, vecs, strict=True):
+            found[h] = to_bson_vector(vec)
+        return found, len(order), int(batch.tokens)
+
+    def _chunk_doc(
+        self, note: dict[str, Any], version: int, chunk: Any, vector: Any, now: datetime
+    ) -> dict[str, Any]:
+        return {
+            "note_id": note["_id"],
+            "author_id": note["author_id"],
+            "tags": list(note.get("tags") or []),
+            "note_version": version,
+            "chunk_index": chunk.chunk_index,
+            "total_chunks": chunk.total_chunks,
+            "chunk_position": chunk.chunk_position,
+            "heading_path": list(chunk.heading_path),
+            "section_path": chunk.section_path,
+            "chunk_type": chunk.chunk_type,
+            "content_md": chunk.content_md,
+            "start_offset": chunk.start_offset,
+            "end_offset": chunk.end_offset,
+            "token_count": chunk.token_count,
+            "content_hash": chunk.content_hash,
+            "metadata": dict(chunk.metadata or {}),
+            "embedding": vector,
+            "embedding_model": self.model_key,
+            "created_at": now,
+        }
+
+    def _stats(self, n: int, embedded: int, tokens: int, started: float) -> dict[str, Any]:
+        return {
+            "chunks": n,
+            "embedded": embedded,
+            "reused": n - embedded,
+            "tokens_embedded": tokens,
+            "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+        }
+
+    def _index_fields(
+        self, version: int | None, chunks: list[Any], stats: dict[str, Any]
+    ) -> dict[str, Any]:
+        return {
+            "indexed_version": version,
+            "chunk_count": len(chunks),
+            "chunking_strategy": self.chunker.strategy,
+            "chunking_version": self.chunker.version,
+            "embedding_model": self.model_key,
+            "last_chunked_at": datetime.now(UTC),
+            "last_index_stats": stats,
+        }
+
+    async def _complete(
+        self,
+        note: dict[str, Any],
+        token: str,
+        version: int | None,
+        chunks: list[Any],
+        stats: dict[str, Any],
+        *,
+        written: int,
+        session: Any = None,
+    ) -> dict[str, Any] | None:
+        now = datetime.now(UTC)
+        updated = await self.queue.complete(
+            note["_id"],
+            token,
+            fields=self._index_fields(version, chunks, stats),
+            now=now,
+            session=session,
+        )
+        if updated is None:
+            return None
+        if session is None:
+            await self._after_commit(note, updated, stats, now, written)
+        return {**stats, "_final_status": updated["index_status"]}
+
+    async def _after_commit(
+        self,
+        note: dict[str, Any],
+        updated: dict[str, Any],
+        stats: dict[str, Any],
+        now: datetime,
+        written: int,
+    ) -> None:
+        obs.chunks_created.add(written)
+        obs.chunks_embedded.add(stats["embedded"])
+        obs.chunks_reused.add(stats["reused"])
+        obs.embedding_tokens.add(stats["tokens_embedded"])
+        obs.index_duration.record(stats["duration_ms"])
+        changed_at = note.get("changed_at")
+        if changed_at is not None:
+            obs.index_lag.record((now - changed_at).total_seconds() * 1000)
+        log.info(
+            "note.indexed",
+            version=updated.get("indexed_version"),
+            status=updated["index_status"],
+            **stats,
+        )
+        for listener in self.listeners:
+            await listener(updated)
+
+    async def _swap_same_version(
+        self,
+        note: dict[str, Any],
+        token: str,
+        version: int,
+        chunks: list[Any],
+        docs: list[dict[str, Any]],
+        stats: dict[str, Any],
+        existing: list[dict[str, Any]],
+    ) -> dict[str, Any] | None:
+        """Replace the indexed version's chunks in one transaction (readers see old or new)."""
+        client = self.db.client
+        try:
+            async with client.start_session() as session, await session.start_transaction():
+                await self.chunks.delete_version(note["_id"], version, session=session)
+                await self.chunks.insert_version(docs, session=session)
+                done = await self._complete(
+                    note, token, version, chunks, stats, written=len(docs), session=session
+                )
+                if done is None:
+                    await session.abort_transaction()
+                    return None
+        except OperationFailure as exc:
+            if exc.code not in (20, 263):  # IllegalOperation / no transactions on standalone
+                raise
+            log.warning("note.swap_without_transaction", error=str(exc))
+            await self.chunks.delete_version(note["_id"], version)
+            await self.chunks.insert_version(docs)
+            done = await self._complete(note, token, version, chunks, stats, written=len(docs))
+            if done is not None:
+                await self._cache_evicted(existing, keep={d["content_hash"] for d in docs})
+            return done
+        updated = await self.queue.get(note["_id"])
+        if updated is not None:
+            await self._after_commit(note, updated, stats, datetime.now(UTC), len(docs))
+        await self._cache_evicted(existing, keep={d["content_hash"] for d in docs})
+        return done
+
+    async def _evict(
+        self, note_id: ObjectId, keep_version: int, existing: list[dict[str, Any]]
+    ) -> None:
+        """Delete the note's other versions; their vectors move to the embedding cache."""
+        old = [d for d in existing if d["note_version"] != keep_version]
+        if not old:
+            return
+        await self._cache_evicted(old, keep=set())
+        await self.chunks.delete_other_versions(note_id, keep_version)
+
+    async def _cache_evicted(self, docs: list[dict[str, Any]], keep: set[str]) -> None:
+        by_model: dict[str, dict[str, Any]] = {}
+        for d in docs:
+            if d.get("embedding") is not None and d["content_hash"] not in keep:
+                by_model.setdefault(d.get("embedding_model", ""), {})[d["content_hash"]] = d[
+                    "embedding"
+                ]
+        for model, vectors in by_model.items():
+            await self.cache.put_many(model, vectors)
+
+    async def _remove(
+        self, note: dict[str, Any], token: str, started: float
+    ) -> dict[str, Any] | None:
+        """A trashed note: its chunks leave the index (vectors kept in the cache)."""
+        existing = await self.chunks.for_note(note["_id"], with_vectors=True)
+        stats = self._stats(0, 0, 0, started)
+        done = await self._complete(note, token, None, [], stats, written=0)
+        if done is not None:
+            await self._cache_evicted(existing, keep=set())
+            await self.chunks.delete_for_note(note["_id"])
+        return done
+
+
+def vector_of(doc: dict[str, Any]) -> np.ndarray:
+    """A stored chunk's embedding as float32 (helper for search indexes)."""
+    return from_bson_vector(doc["embedding"])

@@ -1,0 +1,52 @@
+"""Builds the indexing machinery (reconciler + workers) from settings; shared by the API
+lifespan, `autonote worker` and the migration, so all run the same code path."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pymongo.asynchronous.database import AsyncDatabase
+
+from api.config import Settings
+from api.indexing.reconciler import IndexListener, Reconciler, ReconcilerConfig
+from api.indexing.worker import IndexWorkers
+from api.providers import embedding_model_key
+
+
+@dataclass
+class Indexing:
+    reconciler: Reconciler
+    workers: IndexWorkers
+
+    async def on_change_async(self, _note_id: Any) -> None:
+        self.workers.wake()
+
+
+def build_indexing(
+    settings: Settings,
+    db: AsyncDatabase,
+    *,
+    chunker: Any,
+    embedder: Any,
+    concurrency: int,
+    listeners: list[IndexListener] | None = None,
+) -> Indexing:
+    """A reconciler and `concurrency` worker loops (not started)."""
+    reconciler = Reconciler(
+        db,
+        chunker=chunker,
+        embedder=embedder,
+        model_key=embedding_model_key(embedder),
+        config=ReconcilerConfig(
+            lease_s=settings.autonote_index_lease_s,
+            max_attempts=settings.autonote_index_max_attempts,
+            backoff_base_s=settings.autonote_index_backoff_base_s,
+            backoff_max_s=settings.autonote_index_backoff_max_s,
+        ),
+        listeners=listeners,
+    )
+    workers = IndexWorkers(
+        reconciler, concurrency=concurrency, poll_s=settings.autonote_index_poll_s
+    )
+    return Indexing(reconciler=reconciler, workers=workers)

@@ -1,0 +1,167 @@
+"""Worker loops that drain the indexing queue, in the API process (CHUNKING_ASYNC=true, the
+default) or in `autonote worker` processes. Any number of loops in any number of processes
+share the work safely through the leases in `api.notes.queue`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import UTC, datetime
+
+import structlog
+from bson import ObjectId
+
+from api import observability as obs
+from api.indexing.reconciler import IndexOutcome, Reconciler
+
+log = structlog.get_logger(__name__)
+
+MAINTENANCE_EVERY_S = 30.0
+ORPHAN_SWEEP_EVERY_S = 600.0
+
+
+class IndexWorkers:
+    """`concurrency` claim-and-index loops plus a maintenance loop."""
+
+    def __init__(self, reconciler: Reconciler, *, concurrency: int, poll_s: float) -> None:
+        self.reconciler = reconciler
+        self.concurrency = concurrency
+        self.poll_s = poll_s
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
+
+    def wake(self) -> None:
+        """A note changed: stop waiting for the next poll."""
+        self._wake.set()
+
+    async def start(self) -> None:
+        """Re-queue notes made with another chunker/model, then start the loops."""
+        await self.requeue_stale()
+        self._tasks = [
+            asyncio.create_task(self._loop(i), name=f"index-worker-{i}")
+            for i in range(self.concurrency)
+        ]
+        self._tasks.append(asyncio.create_task(self._maintenance(), name="index-maintenance"))
+        log.info(
+            "index.workers_started", workers=self.concurrency, worker_id=self.reconciler.worker_id
+        )
+
+    async def stop(self) -> None:
+        """Cancel the loops. A note mid-run keeps its lease until expiry, then is retried."""
+        self._stopping = True
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks = []
+        log.info("index.workers_stopped")
+
+    async def requeue_stale(self) -> int:
+        count = await self.reconciler.queue.requeue_stale(
+            chunking_version=self.reconciler.chunker.version,
+            embedding_model=self.reconciler.model_key,
+            now=datetime.now(UTC),
+        )
+        if count:
+            log.info(
+                "index.stale_requeued",
+                notes=count,
+                chunking_version=self.reconciler.chunker.version,
+            )
+        return count
+
+    async def _loop(self, n: int) -> None:
+        failures = 0
+        while not self._stopping:
+            try:
+                outcome = await self.reconciler.run_once()
+                failures = 0
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # e.g. database down: keep the loop alive, back off
+                failures += 1
+                delay = min(30.0, 0.5 * 2 ** min(failures, 6))
+                log.warning(
+                    "index.worker_error",
+                    worker=n,
+                    error=type(exc).__name__,
+                    detail=str(exc)[:300],
+                    retry_in_s=delay,
+                )
+                await asyncio.sleep(delay)
+                continue
+            if outcome is None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=self.poll_s)
+                self._wake.clear()
+
+    async def _maintenance(self) -> None:
+        last_orphan_sweep = 0.0
+        loop = asyncio.get_running_loop()
+        while not self._stopping:
+            try:
+                await self.maintenance_once(
+                    orphans=loop.time() - last_orphan_sweep > ORPHAN_SWEEP_EVERY_S
+                )
+                if loop.time() - last_orphan_sweep > ORPHAN_SWEEP_EVERY_S:
+                    last_orphan_sweep = loop.time()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("index.maintenance_error", error=type(exc).__name__)
+            await asyncio.sleep(MAINTENANCE_EVERY_S)
+
+    async def maintenance_once(self, *, orphans: bool = True) -> dict[str, int]:
+        """Fail notes whose workers kept dying, publish queue depth, drop orphan chunks."""
+        queue = self.reconciler.queue
+        exhausted = await queue.fail_exhausted(
+            datetime.now(UTC), self.reconciler.config.max_attempts
+        )
+        pending, failed = await queue.depth()
+        obs.set_queue_depth(pending, failed)
+        removed = 0
+        if orphans:
+            chunk_notes = await self.reconciler.chunks.note_ids_with_chunks()
+            existing = await queue.existing_ids(chunk_notes)
+            missing = [n for n in chunk_notes if n not in existing]
+            removed = await self.reconciler.chunks.delete_for_notes(missing)
+            if removed:
+                log.info("index.orphan_chunks_deleted", chunks=removed, notes=len(missing))
+        return {"exhausted": exhausted, "pending": pending, "failed": failed, "orphans": removed}
+
+    async def index_now(self, note_id: ObjectId, timeout_s: float) -> IndexOutcome | None:
+        """Synchronous mode: index `note_id` before returning (waiting for another worker's
+        lease if one is busy with it). Gives up waiting after `timeout_s`; the note stays
+        queued, so nothing is lost."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            outcome = await self.reconciler.run_once(note_id)
+            if outcome is not None and outcome.status != "pending":
+                return outcome
+            note = await self.reconciler.queue.get(note_id)
+            if note is None or note.get("index_status") in ("indexed", "failed", "disabled"):
+                return outcome
+            due = note.get("next_attempt_at")
+            if outcome is not None and outcome.error is not None:
+                return outcome  # failed attempt, retry scheduled with backoff
+            if due is not None and due > datetime.now(UTC) and note.get("lease_token") is None:
+                return outcome
+            if loop.time() > deadline:
+                log.warning("index.sync_timeout", note_id=str(note_id), timeout_s=timeout_s)
+                return outcome
+            await asyncio.sleep(0.02)
+
+    async def drain(self, timeout_s: float = 60.0) -> int:
+        """Index until nothing is claimable (tests, migrations); returns notes processed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        done = 0
+        while loop.time() < deadline:
+            outcome = await self.reconciler.run_once()
+            if outcome is None:
+                return done
+            done += 1
+        raise TimeoutError(f"queue not drained within {timeout_s}s ({done} notes indexed)")

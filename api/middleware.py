@@ -1,0 +1,175 @@
+"""ASGI middleware: request ids + access logs + spans + latency metrics, and a request-body
+limit that rejects oversized bodies before they are read whole."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+import structlog
+from opentelemetry import trace
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.observability import http_request_duration, tracer
+
+log = structlog.get_logger("api.http")
+
+
+class RequestContextMiddleware:
+    """Binds `request_id` to every log line of the request, opens a server span, logs
+    `http.request` and records the latency histogram. Echoes `X-Request-ID`."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        incoming = headers.get(b"x-request-id", b"").decode("latin-1")
+        request_id = (
+            incoming if 0 < len(incoming) <= 64 and incoming.isprintable() else uuid.uuid4().hex
+        )
+        structlog.contextvars.clear_contextvars()
+        structlog.contextvars.bind_contextvars(request_id=request_id)
+        status = 500
+        started = False
+        start = time.perf_counter()
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status, started
+            if message["type"] == "http.response.start":
+                status, started = message["status"], True
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], (b"x-request-id", request_id.encode())]
+            await send(message)
+
+        method, path = scope["method"], scope["path"]
+        with tracer.start_as_current_span(
+            f"HTTP {method}",
+            kind=trace.SpanKind.SERVER,
+            attributes={"http.request.method": method, "url.path": path, "request.id": request_id},
+        ) as span:
+            try:
+                await self.app(scope, receive, send_wrapper)
+            except Exception as exc:  # a bug: answer 500 without leaking a stack trace
+                log.error("http.unhandled_error", path=path, error=type(exc).__name__, exc_info=exc)
+                span.record_exception(exc)
+                if not started:
+                    detail = f"internal error (request id {request_id})"
+                    for message in _error_response(500, "internal_error", detail):
+                        await send_wrapper(message)
+            finally:
+                elapsed_ms = (time.perf_counter() - start) * 1000
+                route = scope.get("route")
+                route_path = getattr(route, "path", "unmatched")
+                span.set_attribute("http.route", route_path)
+                span.set_attribute("http.response.status_code", status)
+                http_request_duration.record(
+                    elapsed_ms,
+                    {
+                        "http.route": route_path,
+                        "http.request.method": method,
+                        "http.response.status_code": status,
+                    },
+                )
+                log.info(
+                    "http.request",
+                    method=method,
+                    path=path,
+                    route=route_path,
+                    status=status,
+                    duration_ms=round(elapsed_ms, 2),
+                )
+                structlog.contextvars.clear_contextvars()
+
+
+class BodyTooLarge(StarletteHTTPException):
+    """Raised from `receive` when a streamed body passes the limit. An HTTPException so
+    FastAPI's body parsing re-raises it untouched and the error handler renders a 413."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"request body exceeds the limit of {limit} bytes")
+
+
+def _error_response(status: int, code: str, detail: str) -> list[Message]:
+    body = json.dumps({"error": code, "detail": detail}).encode()
+    return [
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        },
+        {"type": "http.response.body", "body": body},
+    ]
+
+
+class BodyLimitMiddleware:
+    """413 for bodies over the limit: at once from Content-Length, or as soon as a chunked
+    body crosses it — never after buffering it all. `limits` maps path prefixes to bytes."""
+
+    def __init__(
+        self, app: ASGIApp, default_limit: int, limits: dict[str, int] | None = None
+    ) -> None:
+        self.app = app
+        self.default_limit = default_limit
+        self.limits = limits or {}
+
+    def _limit_for(self, path: str) -> int:
+        for prefix, limit in self.limits.items():
+            if path.startswith(prefix):
+                return limit
+        return self.default_limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self._limit_for(scope["path"])
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
+        detail = f"request body exceeds the limit of {limit} bytes"
+        if declared is not None:
+            try:
+                too_big = int(declared) > limit
+            except ValueError:
+                too_big = False
+            if too_big:
+                for message in _error_response(413, "payload_too_large", detail):
+                    await send(message)
+                return
+        received = 0
+        started = False
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise BodyTooLarge(limit)
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except BodyTooLarge:
+            if not started:
+                for message in _error_response(413, "payload_too_large", detail):
+                    await send(message)
+
+
+def error_body(code: str, detail: Any) -> dict[str, Any]:
+    return {"error": code, "detail": detail}

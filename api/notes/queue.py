@@ -1,0 +1,198 @@
+"""The indexing queue: queries on the `notes` collection used by the reconciler.
+
+The note document is the queue entry (an outbox that cannot be lost: the write that changes
+a note is the write that enqueues it). A worker takes a note with an atomic
+`find_one_and_update` that sets a lease (`lease_token`, `lease_expires_at`); edits during
+indexing set `index_status: pending` but cannot be claimed while the lease is held, so rapid
+edits coalesce into one more run on the latest version. An expired lease (crashed worker) is
+claimable again; `index_attempts` counts claims, so a note that crashes workers ends `failed`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from bson import ObjectId
+from pymongo import ReturnDocument
+from pymongo.asynchronous.client_session import AsyncClientSession
+from pymongo.asynchronous.database import AsyncDatabase
+
+
+def _claimable(now: datetime, max_attempts: int) -> dict[str, Any]:
+    free = {"$or": [{"lease_expires_at": None}, {"lease_expires_at": {"$lt": now}}]}
+    return {
+        "$or": [
+            {"index_status": "pending", "next_attempt_at": {"$lte": now}, **free},
+            # A worker died mid-run: its lease ran out while the note said "indexing".
+            {"index_status": "indexing", "lease_expires_at": {"$lt": now}},
+        ],
+        "index_attempts": {"$lt": max_attempts},
+    }
+
+
+class IndexQueue:
+    """Claim / heartbeat / complete / fail, each fenced by the lease token."""
+
+    def __init__(self, db: AsyncDatabase) -> None:
+        self.collection = db.notes
+
+    async def claim(
+        self,
+        *,
+        token: str,
+        now: datetime,
+        lease_s: float,
+        max_attempts: int,
+        note_id: ObjectId | None = None,
+    ) -> dict[str, Any] | None:
+        """Atomically take the most overdue claimable note (or `note_id` if claimable)."""
+        query = _claimable(now, max_attempts)
+        if note_id is not None:
+            query = {"_id": note_id, **query}
+        return await self.collection.find_one_and_update(
+            query,
+            {
+                "$set": {
+                    "index_status": "indexing",
+                    "lease_token": token,
+                    "lease_expires_at": now + timedelta(seconds=lease_s),
+                    "claimed_at": now,
+                },
+                "$inc": {"index_attempts": 1},
+            },
+            sort=[("next_attempt_at", 1)],
+            return_document=ReturnDocument.AFTER,
+        )
+
+    async def extend_lease(self, note_id: ObjectId, token: str, until: datetime) -> bool:
+        result = await self.collection.update_one(
+            {"_id": note_id, "lease_token": token}, {"$set": {"lease_expires_at": until}}
+        )
+        return result.matched_count == 1
+
+    async def complete(
+        self,
+        note_id: ObjectId,
+        token: str,
+        *,
+        fields: dict[str, Any],
+        now: datetime,
+        session: AsyncClientSession | None = None,
+    ) -> dict[str, Any] | None:
+        """Record the new index state and release the lease. The note ends `indexed` unless
+        it changed meanwhile (an edit set it back to `pending`): then it stays pending and is
+        claimable at once. Returns the updated note, or None if the lease was lost."""
+        still_current = {"$eq": ["$index_status", "indexing"]}
+        return await self.collection.find_one_and_update(
+            {"_id": note_id, "lease_token": token},
+            [
+                {
+                    "$set": {
+                        **{k: {"$literal": v} for k, v in fields.items()},
+                        "index_status": {"$cond": [still_current, "indexed", "pending"]},
+                        "index_attempts": {"$cond": [still_current, 0, "$index_attempts"]},
+                        "index_error": None,
+                        "next_attempt_at": now,
+                        "lease_token": None,
+                        "lease_expires_at": None,
+                        "indexed_at": now,
+                    }
+                }
+            ],
+            return_document=ReturnDocument.AFTER,
+            session=session,
+        )
+
+    async def fail(
+        self, note_id: ObjectId, token: str, *, error: str, retry_at: datetime, give_up: bool
+    ) -> dict[str, Any] | None:
+        """Release the lease after a failed run: back off, or `failed` when out of attempts.
+        An edit made during the run wins: the note stays pending and is due now."""
+        still_current = {"$eq": ["$index_status", "indexing"]}
+        final = "failed" if give_up else "pending"
+        return await self.collection.find_one_and_update(
+            {"_id": note_id, "lease_token": token},
+            [
+                {
+                    "$set": {
+                        "index_status": {"$cond": [still_current, final, "pending"]},
+                        "next_attempt_at": {"$cond": [still_current, retry_at, "$next_attempt_at"]},
+                        "index_error": {"$literal": error[:2000]},
+                        "lease_token": None,
+                        "lease_expires_at": None,
+                    }
+                }
+            ],
+            return_document=ReturnDocument.AFTER,
+        )
+
+    async def fail_exhausted(self, now: datetime, max_attempts: int) -> int:
+        """Notes whose workers kept dying (lease expired, attempts used up) → `failed`."""
+        result = await self.collection.update_many(
+            {
+                "index_status": "indexing",
+                "lease_expires_at": {"$lt": now},
+                "index_attempts": {"$gte": max_attempts},
+            },
+            {
+                "$set": {
+                    "index_status": "failed",
+                    "lease_token": None,
+                    "lease_expires_at": None,
+                    "index_error": "indexing did not finish (worker crashed or timed out) "
+                    f"{max_attempts} times",
+                }
+            },
+        )
+        return result.modified_count
+
+    async def requeue_stale(
+        self, *, chunking_version: str, embedding_model: str, now: datetime
+    ) -> int:
+        """Indexed notes made with another chunker or embedding model → pending."""
+        result = await self.collection.update_many(
+            {
+                "status": "active",
+                "index_status": {"$in": ["indexed", "disabled"]},
+                "$or": [
+                    {"chunking_version": {"$ne": chunking_version}},
+                    {"embedding_model": {"$ne": embedding_model}},
+                    {"index_status": "disabled"},
+                ],
+            },
+            {
+                "$set": {
+                    "index_status": "pending",
+                    "next_attempt_at": now,
+                    "index_attempts": 0,
+                    "index_error": None,
+                }
+            },
+        )
+        return result.modified_count
+
+    async def depth(self) -> tuple[int, int]:
+        """(pending or indexing, failed) note counts."""
+        pending = await self.collection.count_documents(
+            {"index_status": {"$in": ["pending", "indexing"]}}
+        )
+        failed = await self.collection.count_documents({"index_status": "failed"})
+        return pending, failed
+
+    async def get(self, note_id: ObjectId) -> dict[str, Any] | None:
+        return await self.collection.find_one({"_id": note_id})
+
+    async def existing_ids(self, note_ids: list[ObjectId]) -> set[ObjectId]:
+        cursor = self.collection.find({"_id": {"$in": note_ids}}, {"_id": 1})
+        return {doc["_id"] async for doc in cursor}
+
+    async def indexed_since(
+        self, since: datetime | None, limit: int = 1000
+    ) -> list[dict[str, Any]]:
+        """Notes whose index state changed after `since` (for keeping search indexes fresh)."""
+        query: dict[str, Any] = (
+            {"indexed_at": {"$gt": since}} if since else {"indexed_at": {"$ne": None}}
+        )
+        cursor = self.collection.find(query, {"content_md": 0}).sort("indexed_at", 1).limit(limit)
+        return await cursor.to_list()

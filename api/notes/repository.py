@@ -1,0 +1,153 @@
+"""All queries on the `notes` collection: CRUD here, the indexing queue in `queue.py`'s
+functions below (one module per collection, split in two files only for length)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from bson import ObjectId
+from pymongo import ReturnDocument
+from pymongo.asynchronous.database import AsyncDatabase
+
+_LIST_PROJECTION = {"content_md": 0}
+
+
+def _lit(value: Any) -> dict[str, Any]:
+    # User text inside an update pipeline must be literal: "$x" would be read as a field path.
+    return {"$literal": value}
+
+
+def pending_fields(now: datetime, status: str = "pending") -> dict[str, Any]:
+    """The fields that put a note (back) on the indexing queue, due now."""
+    return {
+        "index_status": status,
+        "next_attempt_at": now,
+        "index_attempts": 0,
+        "index_error": None,
+        "changed_at": now,
+    }
+
+
+class NotesRepository:
+    """CRUD on notes; every query is scoped by `author_id` (another user's note is absent)."""
+
+    def __init__(self, db: AsyncDatabase) -> None:
+        self.collection = db.notes
+
+    async def insert(self, doc: dict[str, Any]) -> dict[str, Any]:
+        result = await self.collection.insert_one(doc)
+        return {**doc, "_id": result.inserted_id}
+
+    async def get(self, note_id: ObjectId, author_id: ObjectId) -> dict[str, Any] | None:
+        return await self.collection.find_one({"_id": note_id, "author_id": author_id})
+
+    async def get_by_id(self, note_id: ObjectId) -> dict[str, Any] | None:
+        """Unscoped read, for the indexer only (it acts for whoever owns the note)."""
+        return await self.collection.find_one({"_id": note_id})
+
+    async def list_page(
+        self,
+        author_id: ObjectId,
+        *,
+        status: str,
+        tag: str | None,
+        after: tuple[datetime, ObjectId] | None,
+        limit: int,
+    ) -> list[dict[str, Any]]:
+        """Newest first by (created_at, _id); `after` is the last item of the previous page."""
+        query: dict[str, Any] = {"author_id": author_id, "status": status}
+        if tag is not None:
+            query["tags"] = tag
+        if after is not None:
+            created, oid = after
+            query["$or"] = [
+                {"created_at": {"$lt": created}},
+                {"created_at": created, "_id": {"$lt": oid}},
+            ]
+        cursor = (
+            self.collection.find(query, _LIST_PROJECTION)
+            .sort([("created_at", -1), ("_id", -1)])
+            .limit(limit)
+        )
+        return await cursor.to_list(length=limit)
+
+    async def patch(
+        self,
+        note_id: ObjectId,
+        author_id: ObjectId,
+        *,
+        changes: dict[str, Any],
+        expected_version: int | None,
+        now: datetime,
+        index_status: str,
+    ) -> dict[str, Any] | None:
+        """Apply `changes` atomically; bump `version` and re-queue only if title/content
+        really change. One pipeline update, so 50 concurrent PATCHes cannot lose a bump."""
+        query: dict[str, Any] = {"_id": note_id, "author_id": author_id}
+        if expected_version is not None:
+            query["version"] = expected_version
+        content_tests = [
+            {"$ne": [f"${field}", _lit(changes[field])]}
+            for field in ("title", "content_md")
+            if field in changes
+        ]
+        changed: Any = {"$or": content_tests} if content_tests else False
+        tags_changed: Any = (
+            {"$ne": ["$tags", _lit(changes["tags"])]} if "tags" in changes else False
+        )
+        requeue = {"$or": ["$_changed", "$_tags_changed"]}
+
+        def if_requeue(value: Any, field: str) -> dict[str, Any]:
+            return {"$cond": [requeue, value, f"${field}"]}
+
+        pipeline = [
+            {"$set": {"_changed": changed, "_tags_changed": tags_changed}},
+            {
+                "$set": {
+                    "version": {"$cond": ["$_changed", {"$add": ["$version", 1]}, "$version"]},
+                    "changed_at": if_requeue(now, "changed_at"),
+                    "index_status": if_requeue(index_status, "index_status"),
+                    "next_attempt_at": if_requeue(now, "next_attempt_at"),
+                    "index_attempts": if_requeue(0, "index_attempts"),
+                    "index_error": if_requeue(None, "index_error"),
+                    "updated_at": now,
+                    **{field: _lit(value) for field, value in changes.items()},
+                }
+            },
+            {"$unset": ["_changed", "_tags_changed"]},
+        ]
+        return await self.collection.find_one_and_update(
+            query, pipeline, return_document=ReturnDocument.AFTER
+        )
+
+    async def set_status(
+        self,
+        note_id: ObjectId,
+        author_id: ObjectId,
+        *,
+        from_status: str,
+        to_status: str,
+        now: datetime,
+        index_status: str,
+    ) -> dict[str, Any] | None:
+        """Trash or restore; either way the index must follow, so the note is re-queued."""
+        return await self.collection.find_one_and_update(
+            {"_id": note_id, "author_id": author_id, "status": from_status},
+            {"$set": {"status": to_status, "updated_at": now, **pending_fields(now, index_status)}},
+            return_document=ReturnDocument.AFTER,
+        )
+
+    async def requeue(
+        self, note_id: ObjectId, author_id: ObjectId, now: datetime
+    ) -> dict[str, Any] | None:
+        """Put a note back on the queue (also a `failed` one) with a fresh attempt budget."""
+        return await self.collection.find_one_and_update(
+            {"_id": note_id, "author_id": author_id},
+            {"$set": pending_fields(now)},
+            return_document=ReturnDocument.AFTER,
+        )
+
+    async def delete(self, note_id: ObjectId, author_id: ObjectId) -> bool:
+        result = await self.collection.delete_one({"_id": note_id, "author_id": author_id})
+        return result.deleted_count == 1

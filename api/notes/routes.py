@@ -1,0 +1,135 @@
+"""Notes REST API (`/v1/notes`). Thin: parse, call `NotesService`, shape the response."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Header, Query, Response, status
+
+from api.deps import CurrentUser, NotesServiceDep
+from api.notes.models import (
+    ChunkList,
+    ChunkOut,
+    NoteCreate,
+    NoteList,
+    NoteOut,
+    NotePatch,
+    NoteSummary,
+)
+from api.schemas import AUTHED, errors
+
+router = APIRouter(prefix="/v1/notes", tags=["notes"])
+
+
+def _with_etag(response: Response, doc: dict) -> NoteOut:
+    response.headers["ETag"] = f'"{doc["version"]}"'
+    return NoteOut.from_doc(doc)
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=NoteOut,
+    responses=errors(400, 413, *AUTHED),
+)
+async def create_note(
+    body: NoteCreate, user: CurrentUser, notes: NotesServiceDep, response: Response
+) -> NoteOut:
+    """Create a note (version 1). It is queued for chunking and embedding at once
+    (`index_status: pending`); with `CHUNKING_ASYNC=false` it is indexed before this returns."""
+    doc = await notes.create(user, body)
+    response.headers["Location"] = f"/v1/notes/{doc['_id']}"
+    return _with_etag(response, doc)
+
+
+@router.get("", response_model=NoteList, responses=errors(400, *AUTHED))
+async def list_notes(
+    user: CurrentUser,
+    notes: NotesServiceDep,
+    status_: Annotated[Literal["active", "trashed"], Query(alias="status")] = "active",
+    tag: Annotated[str | None, Query(min_length=1, max_length=512)] = None,
+    cursor: Annotated[str | None, Query(max_length=200)] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+) -> NoteList:
+    """List your notes, newest first, one page at a time (no bodies). Filter by `tag` and
+    `status`; pass the returned `next_cursor` as `cursor` to get the next page."""
+    docs, next_cursor = await notes.list(user, status=status_, tag=tag, cursor=cursor, limit=limit)
+    return NoteList(items=[NoteSummary.from_doc(d) for d in docs], next_cursor=next_cursor)
+
+
+@router.get("/{note_id}", response_model=NoteOut, responses=errors(400, 404, *AUTHED))
+async def get_note(
+    note_id: str, user: CurrentUser, notes: NotesServiceDep, response: Response
+) -> NoteOut:
+    """Fetch one note with its indexing state. The `ETag` header is its version."""
+    return _with_etag(response, await notes.get(user, note_id))
+
+
+@router.patch("/{note_id}", response_model=NoteOut, responses=errors(400, 404, 412, 413, *AUTHED))
+async def update_note(
+    note_id: str,
+    body: NotePatch,
+    user: CurrentUser,
+    notes: NotesServiceDep,
+    response: Response,
+    if_match: Annotated[str | None, Header(description="Expected version, e.g. 3")] = None,
+) -> NoteOut:
+    """Change some of title, content_md, tags. `version` goes up by one only when the title
+    or content actually changes (then the note is re-indexed). With `If-Match: <version>`
+    the update applies only to that version, else 412."""
+    return _with_etag(response, await notes.patch(user, note_id, body, if_match))
+
+
+@router.delete(
+    "/{note_id}",
+    response_model=NoteOut,
+    responses={204: {"description": "Permanently deleted"}, **errors(400, 404, *AUTHED)},
+)
+async def delete_note(
+    note_id: str,
+    user: CurrentUser,
+    notes: NotesServiceDep,
+    response: Response,
+    permanent: Annotated[bool, Query(description="Purge the note and its chunks")] = False,
+) -> NoteOut | Response:
+    """Move a note to the trash (its chunks leave the search index; restore brings them
+    back without re-embedding). `?permanent=true` deletes it for good (204)."""
+    if permanent:
+        await notes.purge(user, note_id)
+        return Response(status_code=status.HTTP_204_NO_CONTENT)
+    return _with_etag(response, await notes.trash(user, note_id))
+
+
+@router.post("/{note_id}/restore", response_model=NoteOut, responses=errors(400, 404, *AUTHED))
+async def restore_note(
+    note_id: str, user: CurrentUser, notes: NotesServiceDep, response: Response
+) -> NoteOut:
+    """Bring a trashed note back (idempotent for an active note)."""
+    return _with_etag(response, await notes.restore(user, note_id))
+
+
+@router.post(
+    "/{note_id}/reindex",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=NoteOut,
+    responses=errors(400, 404, *AUTHED),
+)
+async def reindex_note(
+    note_id: str, user: CurrentUser, notes: NotesServiceDep, response: Response
+) -> NoteOut:
+    """Queue the note for chunking and embedding again — also a `failed` one, with a fresh
+    attempt budget. Unchanged chunks reuse their embeddings."""
+    return _with_etag(response, await notes.reindex(user, note_id))
+
+
+@router.get("/{note_id}/chunks", response_model=ChunkList, responses=errors(400, 404, *AUTHED))
+async def list_chunks(note_id: str, user: CurrentUser, notes: NotesServiceDep) -> ChunkList:
+    """The note's current chunks in order — heading breadcrumb, type, exact character
+    offsets into `content_md`, token counts — as search sees them (no vectors)."""
+    doc, chunks = await notes.chunks(user, note_id)
+    return ChunkList(
+        note_id=str(doc["_id"]),
+        indexed_version=doc.get("indexed_version"),
+        index_status=doc.get("index_status") or "pending",
+        items=[ChunkOut.from_doc(c) for c in chunks],
+    )

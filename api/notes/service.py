@@ -1,0 +1,262 @@
+"""Notes business rules: validation limits, versioning, trash/restore, pagination, and
+handing changed notes to the indexer. No FastAPI here."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+from bson import ObjectId
+
+from api.errors import BadRequest, NotFound, PayloadTooLarge, PreconditionFailed, ValidationFailed
+from api.indexing.chunks_repository import ChunksRepository
+from api.notes.models import NoteCreate, NotePatch
+from api.notes.repository import NotesRepository, pending_fields
+from api.users.models import User
+from api.users.service import parse_object_id
+
+log = structlog.get_logger(__name__)
+
+# Called after every write that changes what the index should contain. In async mode it wakes
+# the workers; with CHUNKING_ASYNC=false it indexes the note before returning.
+IndexTrigger = Callable[[ObjectId], Awaitable[None]]
+
+
+class NoteTooLarge(PayloadTooLarge):
+    code = "note_too_large"
+
+
+def parse_note_id(value: str) -> ObjectId:
+    """Path ids must be 24 hex digits; anything else is a clear 400, not a 500 or a 404."""
+    oid = parse_object_id(value)
+    if oid is None:
+        raise BadRequest("invalid note id: expected 24 hexadecimal characters")
+    return oid
+
+
+def parse_if_match(value: str | None) -> int | None:
+    """`If-Match: 3`, `"3"` or `W/"3"` → 3; absent → None."""
+    if value is None:
+        return None
+    raw = value.strip().removeprefix("W/").strip('"')
+    if not raw.isdigit() or len(raw) > 12:
+        raise BadRequest("If-Match must be a note version number, e.g. If-Match: 3")
+    return int(raw)
+
+
+def encode_cursor(doc: dict[str, Any]) -> str:
+    payload = json.dumps([doc["created_at"].isoformat(), str(doc["_id"])])
+    return base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, ObjectId]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        created_s, oid_s = json.loads(raw)
+        created = datetime.fromisoformat(created_s)
+        oid = parse_object_id(oid_s)
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+        oid = None
+    if oid is None:
+        raise BadRequest("invalid cursor: pass next_cursor from a previous page unchanged")
+    return created, oid
+
+
+class NotesService:
+    """The notes use cases, always on behalf of one authenticated `User`."""
+
+    def __init__(
+        self,
+        repo: NotesRepository,
+        chunks: ChunksRepository,
+        *,
+        max_note_bytes: int,
+        max_tags: int,
+        max_tag_length: int,
+        chunking_enabled: bool,
+        chunking_strategy: str,
+        chunking_version: str,
+        on_change: IndexTrigger | None = None,
+    ) -> None:
+        self._repo = repo
+        self._chunks = chunks
+        self._max_note_bytes = max_note_bytes
+        self._max_tags = max_tags
+        self._max_tag_length = max_tag_length
+        self._chunking_enabled = chunking_enabled
+        self._strategy = chunking_strategy
+        self._chunking_version = chunking_version
+        self._on_change = on_change
+
+    @property
+    def _queue_status(self) -> str:
+        return "pending" if self._chunking_enabled else "disabled"
+
+    def _check_limits(self, content_md: str | None, tags: list[str] | None) -> None:
+        if content_md is not None:
+            size = len(content_md.encode("utf-8"))
+            if size > self._max_note_bytes:
+                raise NoteTooLarge(
+                    f"content_md is {size} bytes; the limit is {self._max_note_bytes} bytes"
+                )
+        if tags is not None:
+            if len(tags) > self._max_tags:
+                raise ValidationFailed(f"too many tags: {len(tags)} > {self._max_tags}")
+            long_tags = [t for t in tags if len(t) > self._max_tag_length]
+            if long_tags:
+                raise ValidationFailed(
+                    f"tag longer than {self._max_tag_length} characters: {long_tags[0][:80]!r}"
+                )
+
+    async def _changed(self, doc: dict[str, Any]) -> dict[str, Any]:
+        if self._on_change is None or not self._chunking_enabled:
+            return doc
+        await self._on_change(doc["_id"])
+        # In synchronous mode the note was just indexed: return its fresh state.
+        return await self._repo.get_by_id(doc["_id"]) or doc
+
+    async def _owned(self, user: User, note_id: str) -> dict[str, Any]:
+        doc = await self._repo.get(parse_note_id(note_id), user.id)
+        if doc is None:
+            raise NotFound("note not found")
+        return doc
+
+    async def create(self, user: User, data: NoteCreate) -> dict[str, Any]:
+        """Store a new note (version 1) and queue it for indexing."""
+        self._check_limits(data.content_md, data.tags)
+        now = datetime.now(UTC)
+        doc: dict[str, Any] = {
+            "author_id": user.id,
+            "title": data.title,
+            "content_md": data.content_md,
+            "tags": data.tags,
+            "status": "active",
+            "version": 1,
+            "created_at": now,
+            "updated_at": now,
+            **pending_fields(now, self._queue_status),
+            "indexed_version": None,
+            "chunk_count": 0,
+            "chunking_strategy": self._strategy,
+            "chunking_version": self._chunking_version,
+            "embedding_model": None,
+            "last_chunked_at": None,
+            "last_index_stats": None,
+        }
+        doc = await self._repo.insert(doc)
+        log.info(
+            "note.created",
+            note_id=str(doc["_id"]),
+            user_id=str(user.id),
+            bytes=len(data.content_md),
+        )
+        return await self._changed(doc)
+
+    async def get(self, user: User, note_id: str) -> dict[str, Any]:
+        return await self._owned(user, note_id)
+
+    async def list(
+        self, user: User, *, status: str, tag: str | None, cursor: str | None, limit: int
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        after = decode_cursor(cursor) if cursor else None
+        docs = await self._repo.list_page(
+            user.id, status=status, tag=tag, after=after, limit=limit + 1
+        )
+        next_cursor = encode_cursor(docs[limit - 1]) if len(docs) > limit else None
+        return docs[:limit], next_cursor
+
+    async def patch(
+        self, user: User, note_id: str, data: NotePatch, if_match: str | None
+    ) -> dict[str, Any]:
+        """Partial update; `If-Match: <version>` makes it conditional (412 on mismatch)."""
+        oid = parse_note_id(note_id)
+        expected = parse_if_match(if_match)
+        changes = data.model_dump(exclude_unset=True)
+        if not changes:
+            raise ValidationFailed(
+                "nothing to update: send at least one of title, content_md, tags"
+            )
+        self._check_limits(changes.get("content_md"), changes.get("tags"))
+        doc = await self._repo.patch(
+            oid,
+            user.id,
+            changes=changes,
+            expected_version=expected,
+            now=datetime.now(UTC),
+            index_status=self._queue_status,
+        )
+        if doc is None:
+            current = await self._repo.get(oid, user.id)
+            if current is None:
+                raise NotFound("note not found")
+            raise PreconditionFailed(
+                f"If-Match version {expected} does not match current version {current['version']}"
+            )
+        log.info("note.updated", note_id=note_id, version=doc["version"], fields=sorted(changes))
+        return await self._changed(doc)
+
+    async def trash(self, user: User, note_id: str) -> dict[str, Any]:
+        """Soft delete: the note becomes `trashed` and its chunks leave the index."""
+        oid = parse_note_id(note_id)
+        doc = await self._repo.set_status(
+            oid,
+            user.id,
+            from_status="active",
+            to_status="trashed",
+            now=datetime.now(UTC),
+            index_status=self._queue_status,
+        )
+        if doc is None:
+            doc = await self._owned(user, note_id)  # 404 if absent; already trashed is fine
+            return doc
+        log.info("note.trashed", note_id=note_id)
+        return await self._changed(doc)
+
+    async def restore(self, user: User, note_id: str) -> dict[str, Any]:
+        """Bring a trashed note back; its chunks return (embeddings reused, not recomputed)."""
+        oid = parse_note_id(note_id)
+        doc = await self._repo.set_status(
+            oid,
+            user.id,
+            from_status="trashed",
+            to_status="active",
+            now=datetime.now(UTC),
+            index_status=self._queue_status,
+        )
+        if doc is None:
+            return await self._owned(user, note_id)  # 404 if absent; already active is fine
+        log.info("note.restored", note_id=note_id)
+        return await self._changed(doc)
+
+    async def purge(self, user: User, note_id: str) -> None:
+        """Permanent delete of the note and its chunks."""
+        oid = parse_note_id(note_id)
+        if not await self._repo.delete(oid, user.id):
+            raise NotFound("note not found")
+        removed = await self._chunks.delete_for_note(oid)
+        log.info("note.purged", note_id=note_id, chunks_deleted=removed)
+        if self._on_change is not None:
+            await self._on_change(oid)
+
+    async def chunks(self, user: User, note_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The note and the chunks of its indexed version (what search sees), in order."""
+        doc = await self._owned(user, note_id)
+        version = doc.get("indexed_version")
+        if version is None:
+            return doc, []
+        return doc, await self._chunks.for_version(doc["_id"], version)
+
+    async def reindex(self, user: User, note_id: str) -> dict[str, Any]:
+        """Queue the note for indexing again (also a `failed` one, with a fresh budget)."""
+        if not self._chunking_enabled:
+            raise ValidationFailed("chunking is disabled (CHUNKING_ENABLED=false)")
+        doc = await self._repo.requeue(parse_note_id(note_id), user.id, datetime.now(UTC))
+        if doc is None:
+            raise NotFound("note not found")
+        log.info("note.reindex_requested", note_id=note_id)
+        return await self._changed(doc)

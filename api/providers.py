@@ -1,0 +1,85 @@
+"""Builds the external clients and models from settings. Called from the lifespan (and from
+CLI commands), never at import time: no module-level clients."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from api.config import Settings
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+    from api.services.chunking import Chunker
+    from connectors.chat import ChatModel
+    from connectors.embeddings.base import Embedder
+
+DEFAULT_OPENAI_EMBEDDING = ("text-embedding-3-small", 1536)
+
+
+def build_openai_client(settings: Settings) -> AsyncOpenAI | None:
+    """An `AsyncOpenAI` when a key or a base URL is configured (retries are ours)."""
+    if settings.openai_api_key is None and not settings.openai_base_url:
+        return None
+    from openai import AsyncOpenAI
+
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else "unused"
+    return AsyncOpenAI(
+        api_key=key,
+        base_url=settings.openai_base_url,
+        timeout=settings.openai_timeout_s,
+        max_retries=0,
+    )
+
+
+def build_embedder(settings: Settings, openai_client: AsyncOpenAI | None) -> Embedder:
+    """OpenAI when configured (EMBEDDING_PROVIDER=auto + OPENAI_API_KEY), else local ONNX."""
+    if settings.resolved_embedding_provider == "openai":
+        from connectors.embeddings.openai import OpenAIEmbedder
+
+        if openai_client is None:
+            raise ValueError("EMBEDDING_PROVIDER=openai needs OPENAI_API_KEY")
+        model = settings.embedding_model or DEFAULT_OPENAI_EMBEDDING[0]
+        dims = settings.embedding_dimensions or DEFAULT_OPENAI_EMBEDDING[1]
+        return OpenAIEmbedder(
+            openai_client,
+            model,
+            dims,
+            max_attempts=settings.openai_max_retries,
+            timeout_s=settings.openai_timeout_s,
+        )
+    from connectors.embeddings.local import LocalEmbedder
+
+    if settings.embedding_model and settings.embedding_model != LocalEmbedder.model:
+        raise ValueError(
+            f"EMBEDDING_MODEL={settings.embedding_model!r} is not available locally; the local "
+            f"provider serves {LocalEmbedder.model!r}"
+        )
+    return LocalEmbedder(batch_size=settings.embedding_batch_size)
+
+
+def build_chat_model(settings: Settings, openai_client: AsyncOpenAI | None) -> ChatModel | None:
+    """The configured chat model, or None (then chat answers extractively)."""
+    if not settings.chat_model or openai_client is None:
+        return None
+    from connectors.openai_chat import OpenAIChatModel
+
+    return OpenAIChatModel(openai_client, settings.chat_model, timeout_s=settings.openai_timeout_s)
+
+
+def embedding_model_key(embedder: Embedder) -> str:
+    """What chunks record as `embedding_model`: vectors are comparable only when equal."""
+    return f"{embedder.model}@{embedder.dimensions}"
+
+
+def build_chunker(settings: Settings, embedder: Embedder) -> Chunker:
+    """The configured strategy, sized in the embedder's own tokens so nothing is truncated."""
+    from api.services.chunking import get_chunker
+
+    return get_chunker(
+        settings.chunking_strategy,
+        max_chunk_tokens=settings.chunking_max_tokens,
+        min_chunk_tokens=settings.chunking_min_tokens,
+        tokenizer=embedder.tokenizer,
+        max_input_tokens=embedder.max_input_tokens,
+    )

@@ -1,0 +1,71 @@
+"""Admin routes (`/v1/admin`, bearer AUTONOTE_ADMIN_TOKEN) and `/v1/me`."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response, status
+
+from api.deps import ContainerDep, CurrentUser
+from api.errors import BadRequest
+from api.schemas import errors
+from api.users.models import ApiKeyOut, Me, UserCreate, UserCreated
+from api.users.service import parse_object_id
+
+router = APIRouter(tags=["users"])
+
+
+def _admin(request: Request, container: ContainerDep) -> None:
+    header = request.headers.get("authorization") or ""
+    scheme, _, token = header.partition(" ")
+    container.users.check_admin(token.strip() if scheme.lower() == "bearer" else None)
+
+
+def _oid(value: str, what: str):
+    oid = parse_object_id(value)
+    if oid is None:
+        raise BadRequest(f"invalid {what}: expected 24 hexadecimal characters")
+    return oid
+
+
+@router.post(
+    "/v1/admin/users",
+    status_code=status.HTTP_201_CREATED,
+    response_model=UserCreated,
+    responses=errors(401, 403, 422, 503),
+)
+async def create_user(body: UserCreate, request: Request, container: ContainerDep) -> UserCreated:
+    """Create a user and return its first API key. The key is shown only here; it is stored
+    as a SHA-256 hash. Needs `Authorization: Bearer <AUTONOTE_ADMIN_TOKEN>`."""
+    _admin(request, container)
+    return await container.users.create_user(body.name)
+
+
+@router.post(
+    "/v1/admin/users/{user_id}/keys",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ApiKeyOut,
+    responses=errors(400, 401, 403, 404, 503),
+)
+async def issue_key(user_id: str, request: Request, container: ContainerDep) -> ApiKeyOut:
+    """Issue an additional API key for a user (for rotation)."""
+    _admin(request, container)
+    return await container.users.issue_key(_oid(user_id, "user id"))
+
+
+@router.delete(
+    "/v1/admin/keys/{key_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=errors(400, 401, 403, 404, 503),
+)
+async def revoke_key(key_id: str, request: Request, container: ContainerDep) -> Response:
+    """Revoke an API key; requests with it get 401 from now on."""
+    _admin(request, container)
+    await container.users.revoke_key(_oid(key_id, "key id"))
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get("/v1/me", response_model=Me, responses=errors(401, 429, 503))
+async def me(user: CurrentUser) -> Me:
+    """The user the API key belongs to."""
+    return Me(
+        user_id=str(user.id), name=user.name, key_id=str(user.key_id) if user.key_id else None
+    )

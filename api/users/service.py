@@ -1,0 +1,139 @@
+"""Users, API keys (stored as SHA-256 hashes), authentication and per-key rate limiting."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import math
+import os
+import secrets
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import structlog
+from bson import ObjectId
+from bson.errors import InvalidId
+
+from api.errors import Forbidden, NotFound, RateLimited, Unauthorized
+from api.users.models import ApiKeyOut, User, UserCreated
+from api.users.repository import UsersRepository
+
+log = structlog.get_logger(__name__)
+
+KEY_PREFIX = "an_"
+
+
+def hash_key(raw: str) -> str:
+    """Keys are 256-bit random secrets, so a fast hash is enough (no password stretching)."""
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+def parse_object_id(value: str) -> ObjectId | None:
+    """An ObjectId from its 24-hex-digit string, or None when malformed."""
+    try:
+        return ObjectId(value) if len(value) == 24 else None
+    except (InvalidId, TypeError):
+        return None
+
+
+@dataclass
+class TokenBucket:
+    """Per-key limiter: `rate_per_minute` sustained, bursts up to the same amount."""
+
+    rate_per_minute: int
+    _state: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def take(self, key: str) -> int | None:
+        """Consume one token; return seconds to wait when empty, None when allowed."""
+        if self.rate_per_minute <= 0:
+            return None
+        capacity = float(self.rate_per_minute)
+        refill = capacity / 60.0
+        now = time.monotonic()
+        tokens, last = self._state.get(key, (capacity, now))
+        tokens = min(capacity, tokens + (now - last) * refill)
+        if tokens < 1.0:
+            self._state[key] = (tokens, now)
+            return max(1, math.ceil((1.0 - tokens) / refill))
+        self._state[key] = (tokens - 1.0, now)
+        return None
+
+
+def _write_secret(path: Path, secret: str) -> Path:
+    """Write `secret` to `path` readable by the owner only."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secret + "\n")
+    return path
+
+
+class UsersService:
+    """Creates users and keys; turns a bearer token into a `User`."""
+
+    def __init__(
+        self, repo: UsersRepository, *, admin_token: str | None, rate_per_minute: int
+    ) -> None:
+        self._repo = repo
+        self._admin_token = admin_token
+        self._limiter = TokenBucket(rate_per_minute)
+
+    def check_admin(self, token: str | None) -> None:
+        """Admin routes need AUTONOTE_ADMIN_TOKEN; without it configured they are disabled."""
+        if not self._admin_token:
+            raise Forbidden("admin API disabled: set AUTONOTE_ADMIN_TOKEN to enable it")
+        if token is None or not hmac.compare_digest(token.encode(), self._admin_token.encode()):
+            raise Unauthorized("invalid admin token")
+
+    async def create_user(self, name: str) -> UserCreated:
+        now = datetime.now(UTC)
+        user_id = await self._repo.insert_user(name, now)
+        key = await self.issue_key(user_id, now=now)
+        log.info("user.created", user_id=str(user_id), key_id=key.key_id)
+        return UserCreated(name=name, **key.model_dump())
+
+    async def issue_key(self, user_id: ObjectId, *, now: datetime | None = None) -> ApiKeyOut:
+        now = now or datetime.now(UTC)
+        if await self._repo.get_user(user_id) is None:
+            raise NotFound("user not found")
+        raw = KEY_PREFIX + secrets.token_urlsafe(32)
+        key_id = await self._repo.insert_key(user_id, hash_key(raw), raw[:8], now)
+        return ApiKeyOut(user_id=str(user_id), key_id=str(key_id), api_key=raw, created_at=now)
+
+    async def revoke_key(self, key_id: ObjectId) -> None:
+        if not await self._repo.revoke_key(key_id, datetime.now(UTC)):
+            raise NotFound("api key not found or already revoked")
+        log.info("api_key.revoked", key_id=str(key_id))
+
+    async def authenticate(self, authorization: str | None) -> User:
+        """Resolve `Authorization: Bearer <key>`; 401 for missing/malformed/unknown/revoked."""
+        if not authorization:
+            raise Unauthorized("missing Authorization header (expected: Bearer <api key>)")
+        scheme, _, token = authorization.partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token or len(token) > 256:
+            raise Unauthorized("malformed Authorization header (expected: Bearer <api key>)")
+        doc = await self._repo.find_active_key(hash_key(token))
+        if doc is None:
+            raise Unauthorized("invalid or revoked api key")
+        wait = self._limiter.take(str(doc["_id"]))
+        if wait is not None:
+            raise RateLimited(wait)
+        user = await self._repo.get_user(doc["user_id"])
+        if user is None:
+            raise Unauthorized("invalid or revoked api key")
+        return User(id=user["_id"], name=user["name"], key_id=doc["_id"])
+
+    async def ensure_default_user(self, data_dir: Path) -> str | None:
+        """On an empty database, create user "default" and write its key to `api_key`.
+
+        Returns the key when one was created (the caller prints it once), else None.
+        """
+        if await self._repo.count_users() > 0:
+            return None
+        created = await self.create_user("default")
+        key_file = _write_secret(data_dir / "api_key", created.api_key)
+        log.info("user.default_created", user_id=created.user_id, key_file=str(key_file))
+        return created.api_key

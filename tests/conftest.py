@@ -1,0 +1,111 @@
+"""Shared fixtures: ONE real embedded database server per test session (SecantusDB, the same
+server `make run` uses), a fresh database per test, and the app served in-process through
+its real lifespan. Nothing here mocks our database code."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pymongo import MongoClient
+
+from api.app import create_app
+from api.config import Settings, load_settings
+from api.db.embedded import EmbeddedMongo
+from tests.stubs.fixtures import openai_stub, openai_stub_client, openai_stub_server  # noqa: F401
+
+ADMIN_TOKEN = "test-admin-token"
+
+
+@pytest.fixture(scope="session")
+def mongo_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The session's database server (or AUTONOTE_TEST_MONGODB_URL, e.g. a real mongod)."""
+    external = os.environ.get("AUTONOTE_TEST_MONGODB_URL")
+    if external:
+        yield external
+        return
+    server = EmbeddedMongo(tmp_path_factory.mktemp("mongo"))
+    yield server.start()
+    server.stop()
+
+
+@pytest.fixture
+def db_name() -> str:
+    return f"t_{uuid.uuid4().hex[:16]}"
+
+
+@pytest.fixture
+def make_settings(mongo_url: str, db_name: str, tmp_path: Path) -> Iterator[Any]:
+    """Settings for a test: its own database, no default user, quiet logs. Explicit keyword
+    values override anything in the environment (e.g. a stray OPENAI_API_KEY)."""
+
+    def make(**overrides: Any) -> Settings:
+        values: dict[str, Any] = {
+            "mongodb_url": mongo_url,
+            "mongodb_db": db_name,
+            "autonote_data_dir": tmp_path / "data",
+            "autonote_create_default_user": False,
+            "autonote_admin_token": ADMIN_TOKEN,
+            "autonote_rate_limit_per_minute": 0,
+            "openai_api_key": None,
+            "openai_base_url": None,
+            "embedding_provider": "local",
+            "chat_model": None,
+            "log_level": "WARNING",
+            "log_json": True,
+        }
+        values.update(overrides)
+        return load_settings(**values)
+
+    yield make
+    client: MongoClient = MongoClient(mongo_url, serverSelectionTimeoutMS=2000)
+    try:
+        client.drop_database(db_name)
+    finally:
+        client.close()
+
+
+@dataclass
+class Api:
+    """An in-process app and an HTTP client speaking to it."""
+
+    app: Any
+    client: httpx.AsyncClient
+
+    @property
+    def container(self) -> Any:
+        return self.app.state.container
+
+    async def new_user(self, name: str = "user") -> dict[str, str]:
+        """Create a user through the admin API; return its auth headers."""
+        resp = await self.client.post(
+            "/v1/admin/users",
+            json={"name": name},
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+        )
+        assert resp.status_code == 201, resp.text
+        return {"Authorization": f"Bearer {resp.json()['api_key']}"}
+
+
+@asynccontextmanager
+async def running_app(settings: Settings) -> AsyncIterator[Api]:
+    """Run the app's real lifespan (database, models, workers) around an httpx client."""
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            yield Api(app=app, client=client)
+
+
+@pytest.fixture
+async def api(make_settings: Any) -> AsyncIterator[Api]:
+    """The app with default test settings."""
+    async with running_app(make_settings()) as running:
+        yield running

@@ -1,0 +1,156 @@
+"""Every bad input gets a clear 4xx with {"error", "detail"} and changes nothing stored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.conftest import Api, running_app
+
+NOTE = {"title": "Keep me", "content_md": "## A\n\nbody", "tags": ["t"]}
+
+
+async def snapshot(api: Api) -> list[dict[str, Any]]:
+    return (
+        await api.container.db.notes.find(
+            {}, {"_id": 1, "title": 1, "content_md": 1, "tags": 1, "version": 1, "status": 1}
+        )
+        .sort("_id")
+        .to_list()
+    )
+
+
+@pytest.fixture
+async def seeded(make_settings: Any):
+    async with running_app(
+        make_settings(autonote_max_note_bytes=1000, autonote_max_tags=5, autonote_max_tag_length=20)
+    ) as api:
+        h = await api.new_user()
+        note = (await api.client.post("/v1/notes", json=NOTE, headers=h)).json()
+        yield api, h, note
+
+
+CREATE_CASES = [
+    ("unknown field", {**NOTE, "colour": "red"}, 422, "validation_error"),
+    ("empty title", {**NOTE, "title": ""}, 422, "validation_error"),
+    ("blank title", {**NOTE, "title": "   "}, 422, "validation_error"),
+    ("title with newline", {**NOTE, "title": "a\nb"}, 422, "validation_error"),
+    ("missing content", {"title": "x"}, 422, "validation_error"),
+    ("content over limit", {**NOTE, "content_md": "é" * 501}, 413, "note_too_large"),
+    ("too many tags", {**NOTE, "tags": [f"t{i}" for i in range(6)]}, 422, "validation_error"),
+    ("tag too long", {**NOTE, "tags": ["x" * 21]}, 422, "validation_error"),
+    ("blank tag", {**NOTE, "tags": [" "]}, 422, "validation_error"),
+    ("wrong type", {**NOTE, "tags": "ops"}, 422, "validation_error"),
+    ("null title", {**NOTE, "title": None}, 422, "validation_error"),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "body", "status", "error"), CREATE_CASES, ids=[c[0] for c in CREATE_CASES]
+)
+async def test_bad_create_bodies(seeded, case, body, status, error) -> None:
+    api, h, _ = seeded
+    before = await snapshot(api)
+    resp = await api.client.post("/v1/notes", json=body, headers=h)
+    assert resp.status_code == status, (case, resp.text)
+    assert resp.json()["error"] == error and resp.json()["detail"]
+    assert await snapshot(api) == before
+
+
+RAW_CASES = [
+    ("invalid json", b'{"title": "x", ', 400, "invalid_json"),
+    ("invalid utf-8", b'{"title": "\xff\xfe", "content_md": "x"}', 400, "invalid_json"),
+    ("lone surrogate", b'{"title": "x", "content_md": "\\ud800"}', 422, "validation_error"),
+    ("not an object", b'["title"]', 422, "validation_error"),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "raw", "status", "error"), RAW_CASES, ids=[c[0] for c in RAW_CASES]
+)
+async def test_bad_raw_bodies(seeded, case, raw, status, error) -> None:
+    api, h, note = seeded
+    before = await snapshot(api)
+    for method, url in (("POST", "/v1/notes"), ("PATCH", f"/v1/notes/{note['id']}")):
+        resp = await api.client.request(
+            method, url, content=raw, headers={**h, "Content-Type": "application/json"}
+        )
+        assert resp.status_code == status, (case, method, resp.text)
+        assert resp.json()["error"] == error
+    assert await snapshot(api) == before
+
+
+PATCH_CASES = [
+    ("empty patch", {}, 422),
+    ("unknown field", {"version": 7}, 422),
+    ("null content", {"content_md": None}, 422),
+    ("empty title", {"title": ""}, 422),
+    ("content over limit", {"content_md": "x" * 1001}, 413),
+    ("too many tags", {"tags": list("abcdef")}, 422),
+]
+
+
+@pytest.mark.parametrize(("case", "body", "status"), PATCH_CASES, ids=[c[0] for c in PATCH_CASES])
+async def test_bad_patches_change_nothing(seeded, case, body, status) -> None:
+    api, h, note = seeded
+    before = await snapshot(api)
+    resp = await api.client.patch(f"/v1/notes/{note['id']}", json=body, headers=h)
+    assert resp.status_code == status, (case, resp.text)
+    assert set(resp.json()) == {"error", "detail"}
+    assert await snapshot(api) == before
+
+
+@pytest.mark.parametrize("bad_id", ["123", "zzzzzzzzzzzzzzzzzzzzzzzz", "0" * 25, "%00"])
+async def test_invalid_ids_are_400(seeded, bad_id: str) -> None:
+    api, h, _ = seeded
+    before = await snapshot(api)
+    for method, suffix in (
+        ("GET", ""),
+        ("PATCH", ""),
+        ("DELETE", ""),
+        ("POST", "/restore"),
+        ("POST", "/reindex"),
+    ):
+        kwargs = {"json": {"title": "x"}} if method == "PATCH" else {}
+        resp = await api.client.request(method, f"/v1/notes/{bad_id}{suffix}", headers=h, **kwargs)
+        assert resp.status_code in (400, 404), (method, resp.text)
+        assert resp.json()["error"] in {"bad_request", "not_found"}
+    assert await snapshot(api) == before
+
+
+async def test_unknown_note_is_404(seeded) -> None:
+    api, h, _ = seeded
+    resp = await api.client.get("/v1/notes/" + "a" * 24, headers=h)
+    assert resp.status_code == 404 and resp.json() == {
+        "error": "not_found",
+        "detail": "note not found",
+    }
+
+
+async def test_bad_query_parameters(seeded) -> None:
+    api, h, _ = seeded
+    for params in ({"limit": 0}, {"limit": 101}, {"status": "deleted"}, {"cursor": "garbage!"}):
+        resp = await api.client.get("/v1/notes", params=params, headers=h)
+        assert resp.status_code in (400, 422), params
+        assert "error" in resp.json()
+
+
+async def test_oversized_body_rejected_before_reading(make_settings: Any) -> None:
+    async with running_app(make_settings(autonote_max_request_bytes=20_000)) as api:
+        h = await api.new_user()
+        big = b'{"title": "x", "content_md": "' + b"a" * 50_000 + b'"}'
+        resp = await api.client.post(
+            "/v1/notes", content=big, headers={**h, "Content-Type": "application/json"}
+        )
+        assert resp.status_code == 413 and resp.json()["error"] == "payload_too_large"
+
+        async def stream():  # no Content-Length: the limit applies while streaming
+            for _ in range(100):
+                yield b"a" * 1000
+
+        resp = await api.client.post(
+            "/v1/notes", content=stream(), headers={**h, "Content-Type": "application/json"}
+        )
+        assert resp.status_code == 413
+        assert await api.container.db.notes.count_documents({}) == 0

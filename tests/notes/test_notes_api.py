@@ -1,0 +1,169 @@
+"""The notes REST API against the real embedded server: success paths, pagination,
+versioning and If-Match, trash/restore/purge."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.conftest import Api
+
+NOTE = {
+    "title": "Postgres backups",
+    "content_md": "## Nightly\n\nRun pg_dump at 02:00.",
+    "tags": ["ops", "postgres"],
+}
+
+
+async def create(api: Api, headers: dict[str, str], **fields: object) -> dict:
+    resp = await api.client.post("/v1/notes", json={**NOTE, **fields}, headers=headers)
+    assert resp.status_code == 201, resp.text
+    return resp.json()
+
+
+async def test_create_returns_note_with_roadmap_fields(api: Api) -> None:
+    h = await api.new_user()
+    resp = await api.client.post("/v1/notes", json=NOTE, headers=h)
+    assert resp.status_code == 201
+    note = resp.json()
+    assert note["title"] == NOTE["title"] and note["content_md"] == NOTE["content_md"]
+    assert note["tags"] == ["ops", "postgres"]
+    assert note["version"] == 1 and note["status"] == "active"
+    assert note["index_status"] == "pending"
+    assert note["chunk_count"] == 0 and note["last_chunked_at"] is None
+    assert note["chunking_strategy"] == "hierarchical_markdown"
+    assert isinstance(note["chunking_version"], str) and note["chunking_version"]
+    assert resp.headers["location"] == f"/v1/notes/{note['id']}"
+    assert resp.headers["etag"] == '"1"'
+    got = await api.client.get(f"/v1/notes/{note['id']}", headers=h)
+    assert got.status_code == 200 and got.json()["content_md"] == NOTE["content_md"]
+
+
+async def test_title_is_trimmed_and_tags_deduplicated(api: Api) -> None:
+    h = await api.new_user()
+    note = await create(api, h, title="  Trim me  ", tags=["a", "b", "a", " b "])
+    assert note["title"] == "Trim me" and note["tags"] == ["a", "b"]
+
+
+async def test_list_is_newest_first_with_cursor_pagination(api: Api) -> None:
+    h = await api.new_user()
+    ids = [(await create(api, h, title=f"note {i}"))["id"] for i in range(25)]
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        params = {"limit": 10, **({"cursor": cursor} if cursor else {})}
+        resp = await api.client.get("/v1/notes", params=params, headers=h)
+        assert resp.status_code == 200
+        body = resp.json()
+        assert all("content_md" not in item for item in body["items"])
+        seen += [item["id"] for item in body["items"]]
+        pages += 1
+        cursor = body["next_cursor"]
+        if cursor is None:
+            break
+    assert pages == 3
+    assert seen == list(reversed(ids))
+
+
+async def test_list_filters_by_tag_and_status(api: Api) -> None:
+    h = await api.new_user()
+    a = await create(api, h, tags=["red"])
+    b = await create(api, h, tags=["blue"])
+    await api.client.delete(f"/v1/notes/{b['id']}", headers=h)
+    red = (await api.client.get("/v1/notes", params={"tag": "red"}, headers=h)).json()
+    assert [n["id"] for n in red["items"]] == [a["id"]]
+    trashed = (await api.client.get("/v1/notes", params={"status": "trashed"}, headers=h)).json()
+    assert [n["id"] for n in trashed["items"]] == [b["id"]]
+    active = (await api.client.get("/v1/notes", headers=h)).json()
+    assert [n["id"] for n in active["items"]] == [a["id"]]
+
+
+async def test_patch_bumps_version_only_on_title_or_content_change(api: Api) -> None:
+    h = await api.new_user()
+    note = await create(api, h)
+    url = f"/v1/notes/{note['id']}"
+    r = await api.client.patch(url, json={"tags": ["x"]}, headers=h)
+    assert r.status_code == 200 and r.json()["version"] == 1 and r.json()["tags"] == ["x"]
+    r = await api.client.patch(url, json={"content_md": NOTE["content_md"]}, headers=h)
+    assert r.json()["version"] == 1, "unchanged content must not bump the version"
+    r = await api.client.patch(url, json={"content_md": "changed"}, headers=h)
+    assert r.json()["version"] == 2 and r.json()["index_status"] == "pending"
+    r = await api.client.patch(url, json={"title": "New title"}, headers=h)
+    assert r.json()["version"] == 3 and r.json()["title"] == "New title"
+    assert r.headers["etag"] == '"3"'
+    assert r.json()["content_md"] == "changed" and r.json()["tags"] == ["x"]
+
+
+async def test_patch_with_dollar_strings_is_stored_literally(api: Api) -> None:
+    h = await api.new_user()
+    note = await create(api, h)
+    body = {"title": "$title", "content_md": "$$NOW and $version", "tags": ["$tags"]}
+    r = await api.client.patch(f"/v1/notes/{note['id']}", json=body, headers=h)
+    assert r.status_code == 200
+    assert {k: r.json()[k] for k in body} == body
+
+
+async def test_if_match(api: Api) -> None:
+    h = await api.new_user()
+    note = await create(api, h)
+    url = f"/v1/notes/{note['id']}"
+    ok = await api.client.patch(url, json={"content_md": "v2"}, headers={**h, "If-Match": '"1"'})
+    assert ok.status_code == 200 and ok.json()["version"] == 2
+    stale = await api.client.patch(url, json={"content_md": "lost"}, headers={**h, "If-Match": "1"})
+    assert stale.status_code == 412
+    assert stale.json()["error"] == "precondition_failed"
+    bad = await api.client.patch(url, json={"content_md": "x"}, headers={**h, "If-Match": "abc"})
+    assert bad.status_code == 400
+    current = (await api.client.get(url, headers=h)).json()
+    assert current["content_md"] == "v2" and current["version"] == 2
+
+
+async def test_trash_restore_and_purge(api: Api) -> None:
+    h = await api.new_user()
+    note = await create(api, h)
+    url = f"/v1/notes/{note['id']}"
+    r = await api.client.delete(url, headers=h)
+    assert r.status_code == 200 and r.json()["status"] == "trashed"
+    assert (await api.client.get(url, headers=h)).json()["status"] == "trashed"
+    r = await api.client.post(f"{url}/restore", headers=h)
+    assert r.status_code == 200 and r.json()["status"] == "active"
+    assert r.json()["version"] == 1
+    r = await api.client.delete(url, params={"permanent": "true"}, headers=h)
+    assert r.status_code == 204
+    assert (await api.client.get(url, headers=h)).status_code == 404
+    assert await api.container.db.notes.count_documents({}) == 0
+
+
+async def test_reindex_requeues(api: Api) -> None:
+    h = await api.new_user()
+    note = await create(api, h)
+    await api.container.db.notes.update_one(
+        {}, {"$set": {"index_status": "failed", "index_attempts": 5, "index_error": "boom"}}
+    )
+    r = await api.client.post(f"/v1/notes/{note['id']}/reindex", headers=h)
+    assert r.status_code == 202
+    assert r.json()["index_status"] in {"pending", "indexing", "indexed"}
+    assert r.json()["index_error"] is None
+
+
+async def test_fifty_concurrent_patches_never_lose_a_version(api: Api) -> None:
+    h = await api.new_user()
+    note = await create(api, h)
+    url = f"/v1/notes/{note['id']}"
+    content_changes = [
+        api.client.patch(url, json={"content_md": f"edit {i}"}, headers=h) for i in range(40)
+    ]
+    tag_only = [api.client.patch(url, json={"tags": [f"t{i}"]}, headers=h) for i in range(10)]
+    results = await asyncio.gather(*content_changes, *tag_only)
+    assert all(r.status_code == 200 for r in results)
+    final = (await api.client.get(url, headers=h)).json()
+    assert final["version"] == 1 + 40
+    versions = sorted(r.json()["version"] for r in results[:40])
+    assert versions == list(range(2, 42)), "every content change got its own version"
+
+
+async def test_health_and_readiness(api: Api) -> None:
+    assert (await api.client.get("/healthz")).json() == {"status": "ok"}
+    r = await api.client.get("/readyz")
+    assert r.status_code == 200 and r.json()["database"] == "ok"
+    assert "x-request-id" in r.headers

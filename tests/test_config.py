@@ -1,0 +1,62 @@
+"""Settings: roadmap variable names, defaults, and fail-fast errors naming the variable."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from api.config import SettingsError, load_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_defaults_and_environment_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("MONGODB_URL", "OPENAI_API_KEY", "EMBEDDING_PROVIDER", "CHAT_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("CHUNKING_MAX_TOKENS", "200")
+    monkeypatch.setenv("CHUNKING_ASYNC", "false")
+    s = load_settings()
+    assert s.chunking_max_tokens == 200 and s.chunking_async is False
+    assert s.mongodb_url is None and s.embedded_database
+    assert s.resolved_embedding_provider == "local"
+    assert s.autonote_host == "127.0.0.1" and s.autonote_port == 8000
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    assert load_settings().resolved_embedding_provider == "openai"
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"CHUNKING_MAX_TOKENS": "0"}, "CHUNKING_MAX_TOKENS"),
+        ({"CHUNKING_STRATEGY": "magic"}, "CHUNKING_STRATEGY"),
+        ({"SEARCH_BACKEND": "elastic"}, "SEARCH_BACKEND"),
+        ({"MONGODB_URL": "postgres://x"}, "MONGODB_URL"),
+        ({"CHUNKING_ENABLED": "maybe"}, "CHUNKING_ENABLED"),
+        ({"EMBEDDING_PROVIDER": "openai"}, "OPENAI_API_KEY"),
+        ({"CHUNKING_MIN_TOKENS": "400"}, "CHUNKING_MIN_TOKENS"),
+    ],
+)
+def test_invalid_settings_name_the_variable(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], named: str
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(SettingsError, match=named):
+        load_settings()
+
+
+def test_cli_fails_fast_on_invalid_settings() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "api.cli", "serve"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "CHUNKING_MAX_TOKENS": "-5", "HOME": "/tmp"},
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "CHUNKING_MAX_TOKENS" in proc.stderr
