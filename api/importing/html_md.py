@@ -10,7 +10,10 @@ hand-written walker) renders it. Cleaning:
 - When the page marks its main content (a single `<main>` or `role="main"`), only that is
   converted, so a site's menu bar or help pop-up does not become part of the note.
 - Elements with the ARIA landmark roles of those tags (`navigation`, `banner`,
-  `contentinfo`, `complementary`, `search`) are removed likewise.
+  `contentinfo`, `complementary`, `search`) are removed likewise, and so are the
+  navigation bars that documentation generators mark by class only (Texinfo `nav-panel`,
+  or `div.header` on pages whose generator meta is makeinfo; DocBook `navheader`/
+  `navfooter`).
 - Permalink markers (`<a href="#x">¶</a>`, rustdoc's `§`) are removed; other links to a
   fragment of the page itself are unwrapped to their text (after import there is no page
   for them to point into), and so are links inside headings: a heading like
@@ -34,9 +37,10 @@ markdownify options, and why:
   subtree goes (markdownify's `strip` keeps the text of a stripped tag).
 - Default escaping of `*` and `_` is kept so literal text (`snake_case`) stays literal.
 
-Pipes inside table cells are escaped (`\\|`) so a cell cannot split the row. After
-conversion, runs of blank lines are collapsed to one and trailing spaces trimmed, except
-inside fenced code, whose content is kept byte for byte.
+Code containing a ``` run gets a longer fence. Pipes inside table cells are escaped (`\\|`)
+so a cell cannot split the row. After conversion, runs of blank lines are collapsed to one,
+trailing spaces trimmed and leading/trailing rules dropped, except inside fenced code,
+whose content is kept byte for byte (so a code block may keep its own blank-line runs).
 """
 
 from __future__ import annotations
@@ -62,6 +66,11 @@ _PAGE_CHROME_TAGS = ("header", "footer")
 # Sectioning ancestors that make a header/footer belong to the content (HTML-AAM mapping).
 _SECTIONING = ("article", "section", "main")
 _LANDMARK_ROLES = ("navigation", "banner", "contentinfo", "complementary", "search")
+# Generators that mark their navigation bars by class only: Texinfo (`nav-panel`), DocBook.
+_NAV_CLASSES = ("nav-panel", "navheader", "navfooter")
+_GENERATOR_META = re.compile(r"^generator$", re.IGNORECASE)
+_TEXINFO = re.compile(r"makeinfo|texi2any", re.IGNORECASE)
+_THEMATIC_BREAK = re.compile(r"^ {0,3}([-*_])(?:\s*\1){2,}\s*$")
 _HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 _PERMALINK_TEXTS = frozenset({"", "¶", "§", "#", "🔗", "link"})
 _LANGUAGE_PREFIXES = ("language-", "lang-")
@@ -76,6 +85,16 @@ class _NoteConverter(MarkdownConverter):
 
     def convert_th(self, el: Tag, text: str, parent_tags: set[str]) -> str:
         return super().convert_th(el, _escape_cell(text), parent_tags)
+
+    def convert_pre(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        block = super().convert_pre(el, text, parent_tags)
+        runs = re.findall(r"`{3,}", text)
+        if not runs or not block.strip():
+            return block
+        # markdownify always fences with ```; code containing ``` needs a longer fence.
+        fence = "`" * (max(map(len, runs)) + 1)
+        inner = block.strip("\n")
+        return "\n\n" + fence + inner[3:-3] + fence + "\n\n"
 
 
 def _escape_cell(text: str) -> str:
@@ -128,6 +147,12 @@ def _clean(soup: BeautifulSoup) -> Tag:
         node.decompose()
     for node in soup.find_all(attrs={"role": list(_LANDMARK_ROLES)}):
         node.decompose()
+    for node in soup.find_all(class_=list(_NAV_CLASSES)):
+        node.decompose()
+    # Texinfo 6 calls its nav bar `div.header`, too common a class to drop on every page.
+    if soup.find("meta", attrs={"name": _GENERATOR_META, "content": _TEXINFO}):
+        for node in soup.find_all("div", class_="header"):
+            node.decompose()
     for node in soup.find_all(_PAGE_CHROME_TAGS):
         if node.find_parent(_SECTIONING) is None:
             node.decompose()
@@ -173,7 +198,12 @@ def _tidy(markdown: str) -> str:
         else:
             blank_run = 0
         out.append(line)
-    return "\n".join(out).strip("\n")
+    # Rules that separated the removed chrome from the content would open or close the note.
+    while out and (not out[0] or _THEMATIC_BREAK.match(out[0])):
+        out.pop(0)
+    while out and (not out[-1] or _THEMATIC_BREAK.match(out[-1])):
+        out.pop()
+    return "\n".join(out)
 
 
 def parse_html(html: bytes | str) -> BeautifulSoup:

@@ -1,0 +1,1 @@
+"""Tests for api.importing (document → markdown note converters)."""
