@@ -40,7 +40,10 @@ class StubServer:
         self._sock.bind((host, port))
         self.host, self.port = self._sock.getsockname()[:2]
         config = uvicorn.Config(
-            create_app(self.state), log_level="warning", access_log=False, lifespan="off",
+            create_app(self.state),
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
             timeout_graceful_shutdown=1,
         )
         self._server = uvicorn.Server(config)
@@ -59,7 +62,9 @@ class StubServer:
     def start(self, timeout_s: float = 10.0) -> StubServer:
         """Serve in a daemon thread; return once the server accepts connections."""
         self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True,
+            target=self._server.run,
+            kwargs={"sockets": [self._sock]},
+            daemon=True,
             name="openai-stub",
         )
         self._thread.start()
@@ -83,7 +88,6 @@ class StubServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-
     # Test-facing controls, delegated to the shared state.
 
     @property
@@ -95,8 +99,9 @@ class StubServer:
         """The logged requests whose path is `path` (e.g. "/v1/embeddings")."""
         return [r for r in self.state.requests if r.path == path]
 
-    def fail_next(self, status: int, count: int = 1, retry_after: float | None = None,
-                  path: str | None = None) -> None:
+    def fail_next(
+        self, status: int, count: int = 1, retry_after: float | None = None, path: str | None = None
+    ) -> None:
         """Answer the next `count` API requests with `status` (see `StubState.fail_next`)."""
         self.state.fail_next(status, count, retry_after, path)
 

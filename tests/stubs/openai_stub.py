@@ -139,9 +139,9 @@ class StubState:
         with self._lock:
             self._chat_reply = reply
 
-    def _admit(self, path: str, body: dict[str, Any], headers: dict[str, str]) -> tuple[
-        LoggedRequest, _Failure | None, float
-    ]:
+    def _admit(
+        self, path: str, body: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[LoggedRequest, _Failure | None, float]:
         with self._lock:
             entry = LoggedRequest(path=path, body=body, time=time.time(), headers=headers)
             self._requests.append(entry)
@@ -168,8 +168,9 @@ class StubState:
         return reply if isinstance(reply, str) else reply(body)
 
 
-def _error(status: int, message: str, *, param: str | None = None,
-           headers: dict[str, str] | None = None) -> JSONResponse:
+def _error(
+    status: int, message: str, *, param: str | None = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
     kind = _ERROR_TYPES.get(status, "server_error")
     body = {"error": {"message": message, "type": kind, "param": param, "code": kind}}
     return JSONResponse(body, status_code=status, headers=headers)
@@ -216,26 +217,33 @@ def _embeddings(body: dict[str, Any]) -> Response:
         else:
             return _error(400, f"'$.input[{i}]' is invalid", param="input")
         if counts[-1] > MAX_INPUT_TOKENS:
-            return _error(400, f"input {i} has {counts[-1]} tokens; the maximum is "
-                          f"{MAX_INPUT_TOKENS}", param="input")
+            return _error(
+                400,
+                f"input {i} has {counts[-1]} tokens; the maximum is {MAX_INPUT_TOKENS}",
+                param="input",
+            )
     total = sum(counts)
     if total > MAX_REQUEST_TOKENS:
-        return _error(400, f"requested {total} tokens, max {MAX_REQUEST_TOKENS} per request",
-                      param="input")
+        return _error(
+            400, f"requested {total} tokens, max {MAX_REQUEST_TOKENS} per request", param="input"
+        )
     data = []
     for i, item in enumerate(inputs):
         vec = stub_embedding(item, dims, model)
         payload: Any = (
             base64.b64encode(vec.astype("<f4").tobytes()).decode("ascii")
-            if fmt == "base64" else vec.tolist()
+            if fmt == "base64"
+            else vec.tolist()
         )
         data.append({"object": "embedding", "index": i, "embedding": payload})
-    return JSONResponse({
-        "object": "list",
-        "data": data,
-        "model": model,
-        "usage": {"prompt_tokens": total, "total_tokens": total},
-    })
+    return JSONResponse(
+        {
+            "object": "list",
+            "data": data,
+            "model": model,
+            "usage": {"prompt_tokens": total, "total_tokens": total},
+        }
+    )
 
 
 def _chat(body: dict[str, Any], reply: str, seq: int) -> Response:
@@ -246,21 +254,38 @@ def _chat(body: dict[str, Any], reply: str, seq: int) -> Response:
     tok = tiktoken_tokenizer("cl100k_base")
     prompt_tokens = sum(tok.count(str(m.get("content") or "")) for m in messages)
     completion_tokens = tok.count(reply)
-    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-             "total_tokens": prompt_tokens + completion_tokens}
+    usage = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
     ident, created = f"chatcmpl-stub-{seq}", int(time.time())
     if not body.get("stream"):
-        return JSONResponse({
-            "id": ident, "object": "chat.completion", "created": created, "model": model,
-            "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
-                         "message": {"role": "assistant", "content": reply}}],
-            "usage": usage,
-        })
+        return JSONResponse(
+            {
+                "id": ident,
+                "object": "chat.completion",
+                "created": created,
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "logprobs": None,
+                        "message": {"role": "assistant", "content": reply},
+                    }
+                ],
+                "usage": usage,
+            }
+        )
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
 
     def chunk(delta: dict[str, Any], finish: str | None, with_usage: bool = False) -> str:
         payload: dict[str, Any] = {
-            "id": ident, "object": "chat.completion.chunk", "created": created, "model": model,
+            "id": ident,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
         }
         if with_usage:
@@ -328,8 +353,9 @@ def create_app(state: StubState) -> FastAPI:
     @app.post("/_stub/fail")
     async def ctl_fail(request: Request) -> dict[str, bool]:
         b = await request.json()
-        state.fail_next(int(b["status"]), int(b.get("count", 1)), b.get("retry_after"),
-                        b.get("path"))
+        state.fail_next(
+            int(b["status"]), int(b.get("count", 1)), b.get("retry_after"), b.get("path")
+        )
         return {"ok": True}
 
     @app.post("/_stub/delay")
@@ -362,8 +388,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8765)
     args = parser.parse_args(argv)
     print(f"openai stub on http://{args.host}:{args.port}/v1", flush=True)
-    uvicorn.run(create_app(StubState()), host=args.host, port=args.port, log_level="warning",
-                access_log=False)
+    uvicorn.run(
+        create_app(StubState()),
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+    )
 
 
 if __name__ == "__main__":

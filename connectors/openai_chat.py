@@ -1,0 +1,116 @@
+"""`ChatModel` over the chat-completions API of OpenAI or any OpenAI-compatible server.
+
+Retries are the SDK's (`max_retries`, honouring `Retry-After`): unlike embeddings, nothing
+here needs per-attempt accounting, and a stream can only be retried before its first byte,
+which is exactly what the SDK does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import openai
+import structlog
+from openai import AsyncOpenAI
+
+from connectors.chat import ChatError, ChatMessage
+
+log = structlog.get_logger(__name__)
+
+
+def _describe(exc: openai.APIError) -> str:
+    status = getattr(exc, "status_code", None)
+    kind = type(exc).__name__
+    return f"{kind} (status {status})" if status is not None else kind
+
+
+class OpenAIChatModel:
+    """Chat completions through an injected `AsyncOpenAI` client (owned by the app)."""
+
+    def __init__(
+        self,
+        client: AsyncOpenAI,
+        model: str,
+        *,
+        temperature: float = 0.1,
+        max_tokens: int = 1024,
+        timeout_s: float = 60,
+        max_retries: int = 2,
+    ) -> None:
+        """`timeout_s` bounds each HTTP attempt (for a stream: connect and each read);
+        `max_retries` is the SDK's bounded retry of 408/409/429/5xx/connection errors."""
+        self.model = model
+        self._temperature = temperature
+        self._max_tokens = max_tokens
+        self._client = client.with_options(timeout=timeout_s, max_retries=max_retries)
+
+    def _params(self, messages: list[ChatMessage]) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "messages": [dict(m) for m in messages],
+            "temperature": self._temperature,
+            # `max_tokens` rather than `max_completion_tokens`: every OpenAI-compatible
+            # server (vLLM, Ollama, llama.cpp) understands it.
+            "max_tokens": self._max_tokens,
+        }
+
+    async def complete(self, messages: list[ChatMessage]) -> str:
+        """The whole answer; raises `ChatError` once the SDK's retries are exhausted."""
+        started = time.perf_counter()
+        try:
+            resp = await self._client.chat.completions.create(**self._params(messages))
+        except openai.APIError as exc:
+            log.error("chat.failed", model=self.model, error=_describe(exc), stream=False)
+            raise ChatError(f"chat model {self.model} failed: {_describe(exc)}: {exc}") from exc
+        if not resp.choices:
+            raise ChatError(f"chat model {self.model} returned no choices")
+        choice = resp.choices[0]
+        if choice.finish_reason == "length":
+            log.warning("chat.truncated", model=self.model, max_tokens=self._max_tokens)
+        usage = resp.usage
+        log.info(
+            "chat.completed",
+            model=self.model,
+            stream=False,
+            prompt_tokens=usage.prompt_tokens if usage else None,
+            completion_tokens=usage.completion_tokens if usage else None,
+            duration_ms=round((time.perf_counter() - started) * 1000, 1),
+        )
+        return choice.message.content or choice.message.refusal or ""
+
+    async def stream(self, messages: list[ChatMessage]) -> AsyncIterator[str]:
+        """Content deltas as the model produces them; `ChatError` on failure (before or
+        during the stream)."""
+        started = time.perf_counter()
+        pieces = 0
+        try:
+            stream = await self._client.chat.completions.create(
+                **self._params(messages), stream=True
+            )
+            async with stream:
+                async for chunk in stream:
+                    for choice in chunk.choices:
+                        if choice.delta.content:
+                            pieces += 1
+                            yield choice.delta.content
+                        if choice.finish_reason == "length":
+                            log.warning(
+                                "chat.truncated", model=self.model, max_tokens=self._max_tokens
+                            )
+        except openai.APIError as exc:
+            log.error(
+                "chat.failed", model=self.model, error=_describe(exc), stream=True, deltas=pieces
+            )
+            raise ChatError(f"chat model {self.model} failed: {_describe(exc)}: {exc}") from exc
+        log.info(
+            "chat.completed",
+            model=self.model,
+            stream=True,
+            deltas=pieces,
+            duration_ms=round((time.perf_counter() - started) * 1000, 1),
+        )
+
+    async def aclose(self) -> None:
+        """Nothing to release: the injected client belongs to the application."""

@@ -1,0 +1,104 @@
+"""OpenAIChatModel with the real `openai` client against the local stub server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from openai import AsyncOpenAI
+
+from connectors.chat import ChatError, ChatMessage
+from connectors.openai_chat import OpenAIChatModel
+from tests.stubs.fixtures import StubServer
+
+CHAT = "/v1/chat/completions"
+MESSAGES: list[ChatMessage] = [
+    {"role": "system", "content": "Answer from the numbered sections only."},
+    {"role": "user", "content": "[1] Setup > Install\npip install autonote\n\nHow to install?"},
+]
+REPLY = "Install it with `pip install autonote` [1].\n\nThen run `make run`."
+
+
+def model(client: AsyncOpenAI, **kw: Any) -> OpenAIChatModel:
+    return OpenAIChatModel(client, "gpt-stub", **kw)
+
+
+async def test_complete_sends_prompt_and_returns_reply(
+    openai_stub: StubServer, openai_stub_client: AsyncOpenAI
+) -> None:
+    openai_stub.set_chat_reply(REPLY)
+    answer = await model(openai_stub_client, temperature=0.0, max_tokens=64).complete(MESSAGES)
+    assert answer == REPLY
+    (call,) = openai_stub.requests_to(CHAT)
+    assert call.body["model"] == "gpt-stub" and not call.body.get("stream")
+    assert call.body["messages"] == MESSAGES
+    assert (call.body["temperature"], call.body["max_tokens"]) == (0.0, 64)
+
+
+async def test_default_reply_is_deterministic(openai_stub_client: AsyncOpenAI) -> None:
+    chat = model(openai_stub_client)
+    first, second = await chat.complete(MESSAGES), await chat.complete(MESSAGES)
+    assert first == second and "How to install?" in first
+
+
+async def test_stream_deltas_join_to_the_reply(
+    openai_stub: StubServer, openai_stub_client: AsyncOpenAI
+) -> None:
+    openai_stub.set_chat_reply(REPLY)
+    deltas = [d async for d in model(openai_stub_client).stream(MESSAGES)]
+    assert len(deltas) > 5  # really streamed, not one blob
+    assert "".join(deltas) == REPLY
+    (call,) = openai_stub.requests_to(CHAT)
+    assert call.body["stream"] is True
+
+
+async def test_reply_can_depend_on_the_prompt(
+    openai_stub: StubServer, openai_stub_client: AsyncOpenAI
+) -> None:
+    openai_stub.set_chat_reply(lambda body: f"{len(body['messages'])} messages")
+    assert await model(openai_stub_client).complete(MESSAGES) == "2 messages"
+
+
+async def test_transient_error_retried_by_sdk(
+    openai_stub: StubServer, openai_stub_client: AsyncOpenAI
+) -> None:
+    openai_stub.set_chat_reply("ok")
+    openai_stub.fail_next(429, 1, retry_after=0.05)
+    assert await model(openai_stub_client, max_retries=2).complete(MESSAGES) == "ok"
+    assert [c.status for c in openai_stub.requests_to(CHAT)] == [429, 200]
+
+
+async def test_gives_up_with_chat_error(
+    openai_stub: StubServer, openai_stub_client: AsyncOpenAI
+) -> None:
+    openai_stub.fail_next(500, 10, retry_after=0.05)
+    with pytest.raises(ChatError, match="500"):
+        await model(openai_stub_client, max_retries=2).complete(MESSAGES)
+    assert len(openai_stub.requests_to(CHAT)) == 3
+
+
+async def test_bad_request_not_retried(
+    openai_stub: StubServer, openai_stub_client: AsyncOpenAI
+) -> None:
+    openai_stub.fail_next(400, 5)
+    with pytest.raises(ChatError, match="400"):
+        await model(openai_stub_client, max_retries=2).complete(MESSAGES)
+    assert len(openai_stub.requests_to(CHAT)) == 1
+
+
+async def test_stream_failure_is_chat_error(
+    openai_stub: StubServer, openai_stub_client: AsyncOpenAI
+) -> None:
+    openai_stub.fail_next(503, 10, retry_after=0.05)
+    with pytest.raises(ChatError, match="503"):
+        async for _ in model(openai_stub_client, max_retries=1).stream(MESSAGES):
+            pass
+    assert len(openai_stub.requests_to(CHAT)) == 2
+
+
+async def test_timeout_is_chat_error(
+    openai_stub: StubServer, openai_stub_client: AsyncOpenAI
+) -> None:
+    openai_stub.set_delay(1.0)
+    with pytest.raises(ChatError, match="APITimeoutError"):
+        await model(openai_stub_client, timeout_s=0.2, max_retries=0).complete(MESSAGES)
