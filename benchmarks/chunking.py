@@ -1,0 +1,299 @@
+"""Chunking speed and structure quality: ours vs the floor, the peers and the roadmap baseline.
+
+Documents: a generated realistic 1 000-line note, the CommonMark spec and the five Chroma
+corpora (plain text). For each token size (cl100k, 300 and 200, zero overlap) and document,
+in one process and interleaved, it reports the median time of every competitor (see
+`benchmarks.chunking_peers`) as ratios: ours / floor (target ≤ 2), ours / each peer (target
+< 1 for every peer that sizes by tokens), ours / roadmap regex baseline. It then checks the
+structure of every chunker's output (`benchmarks.structure_quality`) and our time per MB on
+the note and the spec replicated ×1, ×4, ×16 (linear scaling ⇒ a constant time per MB).
+
+Reproduce: `.venv/bin/python -m benchmarks.chunking` (`--quick` for fewer repeats,
+`--no-write` to only print). `AUTONOTE_SHARED_DIR` overrides where ../shared is.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import (
+    Timing,
+    machine_note,
+    markdown_table,
+    no_network,
+    repeats_for,
+    set_offline_env,
+    shared_dir,
+    time_interleaved,
+    update_section,
+)
+from benchmarks.sample_note import realistic_note
+from benchmarks.structure_quality import StructureStats, check_structure, parse_document
+
+SIZES = (300, 200)
+SCALE_FACTORS = (1, 4, 16)
+FLOOR, OURS, BASELINE = "floor (parse+encode)", "ours", "roadmap regex"
+
+
+@dataclass(slots=True)
+class DocResult:
+    """Timings and structure stats of every competitor on one document at one size."""
+
+    name: str
+    size_bytes: int
+    timings: dict[str, Timing] = field(default_factory=dict)
+    structure: dict[str, StructureStats] = field(default_factory=dict)
+    sizes_by_tokens: dict[str, bool] = field(default_factory=dict)
+
+
+def load_documents(shared: Path | None = None) -> dict[str, str]:
+    """The benchmark documents, in report order."""
+    base = shared or shared_dir()
+    docs = {
+        "note (1000 lines, generated)": realistic_note(1000),
+        "commonmark_spec.md": (base / "eval/markdown/commonmark_spec.md").read_text("utf-8"),
+    }
+    for path in sorted((base / "eval/chroma/corpora").glob("*.md")):
+        docs[f"chroma/{path.name}"] = path.read_text(encoding="utf-8")
+    return docs
+
+
+def benchmark_size(
+    docs: dict[str, str], max_tokens: int, repeats: int | None = None, include_ours: bool = True
+) -> list[DocResult]:
+    """Time (interleaved) and check the structure of every competitor on every document."""
+    from benchmarks.chunking_peers import (
+        OPENAI_MAX_INPUT_TOKENS,
+        all_competitors,
+        cl100k_encoding,
+    )
+
+    competitors = all_competitors(max_tokens, include_ours=include_ours)
+    enc = cl100k_encoding()
+
+    def count(text: str) -> int:
+        return len(enc.encode_ordinary(text))
+
+    ours_tok = None
+    if include_ours:
+        from api.services.chunking.tokenizer import tiktoken_tokenizer
+
+        ours_tok = tiktoken_tokenizer("cl100k_base")
+    results = []
+    for name, text in docs.items():
+        size = len(text.encode("utf-8"))
+        res = DocResult(name, size)
+        runs = {c.name: (lambda c=c, text=text: c.run(text)) for c in competitors}
+        res.timings = time_interleaved(runs, repeats or repeats_for(size))
+        parsed = parse_document(text)
+        for comp in competitors:
+            res.sizes_by_tokens[comp.name] = comp.sizes_by_tokens
+            if comp.views is None:
+                continue
+            is_ours = comp.name == OURS
+            res.structure[comp.name] = check_structure(
+                parsed, comp.views(comp.run(text)), limit=max_tokens, count_tokens=count,
+                input_limit=OPENAI_MAX_INPUT_TOKENS if is_ours else None,
+                count_input_tokens=ours_tok.count if is_ours and ours_tok else None,
+            )
+        results.append(res)
+    return results
+
+
+def scaling(docs: dict[str, str], max_tokens: int = 300, repeats: int = 3) -> list[list[Any]]:
+    """Ours and the floor on documents replicated ×1/×4/×16: time per MB should stay flat."""
+    from benchmarks.chunking_peers import floor_competitor, ours_competitor
+
+    ours, floor = ours_competitor(max_tokens), floor_competitor()
+    rows: list[list[Any]] = []
+    for name, text in docs.items():
+        base_per_mb: float | None = None
+        for factor in SCALE_FACTORS:
+            big = "\n\n".join([text] * factor)
+            mb = len(big.encode("utf-8")) / 1e6
+            t = time_interleaved(
+                {OURS: lambda big=big: ours.run(big), FLOOR: lambda big=big: floor.run(big)},
+                repeats, warmup=0 if factor > 1 else 1,
+            )
+            per_mb = t[OURS].median / mb
+            base_per_mb = base_per_mb or per_mb
+            rows.append([
+                name, f"×{factor}", f"{mb:.2f}", f"{1000 * t[OURS].median:.0f}",
+                f"{1000 * per_mb:.0f}", f"{per_mb / base_per_mb:.2f}",
+                f"{t[OURS].median / t[FLOOR].median:.2f}",
+            ])
+    return rows
+
+
+def _ratio(num: float, den: float) -> str:
+    return f"{num / den:.2f}"
+
+
+def render_speed(results: list[DocResult], max_tokens: int) -> list[str]:
+    """Ratio and absolute-time tables plus the verdict for one token size."""
+    names = [n for n in results[0].timings if n not in (FLOOR, OURS)]
+    peers = [n for n in names if n != BASELINE]
+    ratio_rows, abs_rows, misses = [], [], []
+    worst_floor = 0.0
+    for r in results:
+        med = {n: t.median for n, t in r.timings.items()}
+        worst_floor = max(worst_floor, med[OURS] / med[FLOOR])
+        for p in peers:
+            if r.sizes_by_tokens[p] and med[OURS] >= med[p]:
+                misses.append(f"{p} on {r.name}")
+        ratio_rows.append([
+            r.name, f"{r.size_bytes / 1024:.0f}", _ratio(med[OURS], med[FLOOR]),
+            *(_ratio(med[OURS], med[n]) for n in names),
+        ])
+        abs_rows.append([r.name, *(f"{1000 * med[n]:.1f}" for n in r.timings)])
+    mark = {n: "" if results[0].sizes_by_tokens[n] else " †" for n in names}
+    return [
+        f"### Speed at {max_tokens} cl100k tokens: ratios of our median time (< 1: ours faster)",
+        "",
+        markdown_table(
+            ["document", "KB", "ours / floor", *(f"ours / {n}{mark[n]}" for n in names)],
+            ratio_rows,
+        ),
+        "",
+        f"- ours / floor: worst {worst_floor:.2f} (target ≤ 2) → "
+        f"**{'PASS' if worst_floor <= 2 else 'FAIL'}**.",
+        "- faster than every token-sizing peer on every document → "
+        + ("**PASS**." if not misses else f"**FAIL** ({'; '.join(misses)})."),
+        "",
+        "Median milliseconds:",
+        "",
+        markdown_table(["document", *results[0].timings], abs_rows),
+        "",
+    ]
+
+
+_STRUCT_HEAD = ["chunks", "split fences", "split tables", "heading-only", "dropped chars",
+                "over limit (max tok)", "embed text over input limit", "unlocated chars"]
+
+
+def _struct_cells(s: StructureStats, is_ours: bool) -> list[Any]:
+    return [s.chunks, s.split_fences, s.split_tables, s.heading_only, s.dropped_chars,
+            f"{s.over_limit} ({s.max_tokens})", s.over_input_limit if is_ours else "n/a",
+            s.unlocated_chars]
+
+
+def ours_is_clean(results: list[DocResult]) -> list[str]:
+    """Every document where ours is not zero on the five structure counters."""
+    bad = []
+    for r in results:
+        s = r.structure.get(OURS)
+        if s and (s.split_fences or s.split_tables or s.heading_only or s.dropped_chars
+                  or s.over_limit or s.over_input_limit):
+            bad.append(r.name)
+    return bad
+
+
+def render_structure(results: list[DocResult], max_tokens: int, full: bool) -> list[str]:
+    """Per doc × chunker (full) or totals per chunker across documents."""
+    rows: list[list[Any]] = []
+    if full:
+        for r in results:
+            rows += [[r.name, n, *_struct_cells(s, n == OURS)] for n, s in r.structure.items()]
+        head = ["document", "chunker", *_STRUCT_HEAD]
+    else:
+        for n in results[0].structure:
+            tot = StructureStats()
+            for r in results:
+                s = r.structure[n]
+                for f in ("chunks", "split_fences", "split_tables", "heading_only",
+                          "dropped_chars", "over_limit", "over_input_limit", "unlocated_chars"):
+                    setattr(tot, f, getattr(tot, f) + getattr(s, f))
+                tot.max_tokens = max(tot.max_tokens, s.max_tokens)
+            rows.append([n, *_struct_cells(tot, n == OURS)])
+        head = ["chunker (all documents)", *_STRUCT_HEAD]
+    bad = ours_is_clean(results)
+    return [
+        f"### Structure quality at {max_tokens} cl100k tokens"
+        + ("" if full else " (totals over the documents)"),
+        "",
+        markdown_table(head, rows),
+        "",
+        "- ours zero on split fences, split tables, heading-only, dropped chars, over limit → "
+        + ("**PASS**." if not bad else f"**FAIL** on {', '.join(bad)}."),
+        "",
+    ]
+
+
+LEGEND = """Competitors, all at the same cl100k capacity with zero overlap and run offline:
+*floor* = one pyromark parse (GFM tables + YAML metadata, events iterated) + one tiktoken
+`encode_ordinary` of the whole text; *ours* = `api.services.chunking.MarkdownChunker`
+(cl100k tokenizer, 8191-token embedding input limit), full `chunk_note` incl. breadcrumbs and
+hashes; *roadmap regex* = the Phase 2.1 algorithm of the roadmap (`len // 4` estimate,
+`benchmarks/baseline_regex_chunker.py`); *langchain* = MarkdownHeaderTextSplitter (h1–h6) then
+RecursiveCharacterTextSplitter.from_tiktoken_encoder per section; *llamaindex* =
+MarkdownNodeParser († does not size by tokens: it splits on headings only, so it is not held
+to the speed target and its "over limit" is by construction); *chonkie* = RecursiveChunker
+with a tiktoken Encoding and its default rules (its "markdown" recipe is downloaded from the
+Hugging Face hub, unavailable offline); *semantic-text-splitter* =
+MarkdownSplitter.from_tiktoken_model. Structure: *split fences* = fenced code blocks spread
+over > 1 chunk; *split tables* = tables spread over chunks where a chunk with rows lacks the
+header row; *heading-only* = chunks with nothing but headings (or nothing); *dropped chars* =
+non-whitespace source characters outside headings/front matter found in no chunk; *over
+limit* = chunks whose own text costs > the limit in cl100k (max in parentheses); *unlocated
+chars* = chunk characters not found in the source (text the chunker added, e.g. the regex
+baseline's injected `# title`). Chunks without offsets are located in order, whitespace-
+insensitively."""
+
+
+def render(
+    by_size: dict[int, list[DocResult]], scale_rows: list[list[Any]], network: list[str]
+) -> str:
+    """The `chunking` section of BENCHMARKS.md."""
+    lines = [
+        "## Chunking speed and structure",
+        "",
+        "Reproduce: `.venv/bin/python -m benchmarks.chunking`",
+        "",
+        machine_note() + " Medians of interleaved repeated runs, GC disabled while timing.",
+        "",
+        LEGEND,
+        "",
+    ]
+    for i, (size, results) in enumerate(by_size.items()):
+        lines += render_speed(results, size)
+        lines += render_structure(results, size, full=i == 0)
+    if scale_rows:
+        lines += [
+            "### Linear scaling (ours, 300 tokens; documents replicated)",
+            "",
+            markdown_table(["document", "copies", "MB", "ours ms", "ours ms/MB",
+                            "ms/MB vs ×1", "ours / floor"], scale_rows),
+            "",
+        ]
+    lines.append(f"Network attempts during the run: {len(network)}.")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run everything, print the report, update BENCHMARKS.md unless --no-write."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="3 repeats per document")
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
+    parser.add_argument("--no-write", action="store_true", help="print, do not write")
+    args = parser.parse_args(argv)
+
+    set_offline_env()
+    docs = load_documents()
+    with no_network() as attempts:
+        by_size = {
+            size: benchmark_size(docs, size, repeats=3 if args.quick else None)
+            for size in args.sizes
+        }
+        scale_docs = {k: v for k, v in list(docs.items())[:2]}
+        scale_rows = scaling(scale_docs, repeats=3 if args.quick else 5)
+    report = render(by_size, scale_rows, attempts)
+    print(report)
+    if not args.no_write:
+        update_section("chunking", report)
+
+
+if __name__ == "__main__":
+    main()

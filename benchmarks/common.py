@@ -1,0 +1,178 @@
+"""Small helpers every benchmark shares: data locations, fair timing, report sections.
+
+- `shared_dir()` finds the evaluation data (`../shared` next to the repository, or the
+  `AUTONOTE_SHARED_DIR` environment variable).
+- `time_interleaved()` times several competitors on the same input in one process:
+  round-robin (so machine noise hits all of them alike), GC collected before and disabled
+  during each call, median reported. On a shared 2-core machine absolute times drift; ratios
+  measured this way in the same run are the numbers to quote.
+- `update_section()` rewrites one named section of BENCHMARKS.md between
+  `<!-- bench:NAME -->` and `<!-- /bench:NAME -->`, leaving other benchmarks' sections alone.
+- `no_network()` makes any socket connection attempt fail loudly (and records it), to prove
+  a library really runs offline instead of silently trying a model hub.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import platform
+import re
+import socket
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS_MD = REPO_ROOT / "BENCHMARKS.md"
+DATA_DIR = REPO_ROOT / "benchmarks" / ".data"
+
+# Libraries that would otherwise try a model hub or a corpus download on first use.
+OFFLINE_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+
+def shared_dir() -> Path:
+    """The shared evaluation-data folder (`AUTONOTE_SHARED_DIR` overrides the default)."""
+    override = os.environ.get("AUTONOTE_SHARED_DIR")
+    if override:
+        return Path(override)
+    return REPO_ROOT.parent / "shared"
+
+
+def set_offline_env() -> None:
+    """Tell hub-aware libraries not to download (call before importing them)."""
+    for key, value in OFFLINE_ENV.items():
+        os.environ.setdefault(key, value)
+
+
+@dataclass(slots=True)
+class Timing:
+    """Seconds of each repeated run of one competitor."""
+
+    name: str
+    samples: list[float] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def best(self) -> float:
+        return min(self.samples)
+
+
+def _timed_call(fn: Callable[[], Any]) -> float:
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        fn()
+        return time.perf_counter() - start
+    finally:
+        gc.enable()
+
+
+def time_interleaved(
+    competitors: dict[str, Callable[[], Any]], repeats: int, warmup: int = 1
+) -> dict[str, Timing]:
+    """Time every competitor `repeats` times, round-robin, after `warmup` untimed rounds.
+
+    The starting competitor rotates each round so none always runs right after a cache-warm
+    neighbour. Returns one `Timing` per name (use `.median`).
+    """
+    names = list(competitors)
+    for _ in range(warmup):
+        for name in names:
+            competitors[name]()
+    timings = {name: Timing(name) for name in names}
+    for round_no in range(repeats):
+        shift = round_no % len(names)
+        for name in names[shift:] + names[:shift]:
+            timings[name].samples.append(_timed_call(competitors[name]))
+    return timings
+
+
+def repeats_for(size_bytes: int, budget_bytes: int = 4_000_000, lo: int = 3, hi: int = 15) -> int:
+    """More repeats for small inputs, fewer for large ones, so each doc costs similar time."""
+    return max(lo, min(hi, budget_bytes // max(size_bytes, 1)))
+
+
+def markdown_table(headers: list[str], rows: list[list[Any]]) -> str:
+    """A GitHub-flavoured markdown table (cells converted with `str`, pipes escaped)."""
+
+    def cell(value: Any) -> str:
+        return str(value).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(cell(h) for h in headers) + " |"]
+    lines.append("|" + "|".join("---" for _ in headers) + "|")
+    lines.extend("| " + " | ".join(cell(v) for v in row) + " |" for row in rows)
+    return "\n".join(lines)
+
+
+def machine_note() -> str:
+    """One line describing where and when the numbers were taken."""
+    return (
+        f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.machine()} "
+        f"{platform.system()}, {os.cpu_count()} logical CPUs shared with other jobs (noisy: "
+        f"compare ratios taken in the same run, not absolute times across runs), "
+        f"Python {sys.version.split()[0]}."
+    )
+
+
+def update_section(name: str, body: str, path: Path = BENCHMARKS_MD) -> None:
+    """Replace (or append) the section `name` of the report file, creating the file if needed.
+
+    The section is delimited by `<!-- bench:NAME -->` and `<!-- /bench:NAME -->`; text
+    outside the markers (other benchmarks, hand-written notes) is preserved byte for byte.
+    """
+    start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
+    block = f"{start}\n{body.strip()}\n{end}"
+    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
+    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.DOTALL)
+    if pattern.search(text):
+        text = pattern.sub(lambda _m: block, text, count=1)
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def no_network() -> Iterator[list[str]]:
+    """Fail every socket connect / DNS lookup inside the block; yield the attempts seen.
+
+    Libraries that swallow the error and fall back still leave a record, so callers can
+    assert the list is empty. Native code that opens sockets without Python's `socket`
+    module is not covered.
+    """
+    attempts: list[str] = []
+    real_connect = socket.socket.connect
+    real_getaddrinfo = socket.getaddrinfo
+
+    def refuse_connect(sock: socket.socket, address: Any) -> None:
+        attempts.append(f"connect {address!r}")
+        raise OSError(f"benchmark runs offline: refused connection to {address!r}")
+
+    def refuse_lookup(host: Any, *args: Any, **kwargs: Any) -> Any:
+        attempts.append(f"getaddrinfo {host!r}")
+        raise socket.gaierror(f"benchmark runs offline: refused lookup of {host!r}")
+
+    socket.socket.connect = refuse_connect  # type: ignore[method-assign]
+    socket.getaddrinfo = refuse_lookup  # type: ignore[assignment]
+    try:
+        yield attempts
+    finally:
+        socket.socket.connect = real_connect  # type: ignore[method-assign]
+        socket.getaddrinfo = real_getaddrinfo
