@@ -18,6 +18,7 @@ Parsing (`parse_notes`, `parse_questions`) is pure; only `load_dataset` reads fi
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -231,10 +232,10 @@ def _resolve_gold(
     every = all_sections(note.content_md, note.title)
     matches = [s for s in every if s.headings == wanted]
     if not matches:
-        known = "; ".join(
-            " > ".join(s.headings) or "(before first heading)" for s in note.sections[:40]
-        )
-        return None, f"headings {list(wanted)} not found in note {note.id!r}; sections: {known}"
+        paths = [" > ".join(s.headings) for s in note.sections]
+        close = difflib.get_close_matches(" > ".join(wanted), paths, n=3, cutoff=0.4)
+        hint = f"; closest: {close}" if close else f"; it has {len(paths)} sections"
+        return None, f"headings {list(wanted)} not found in note {note.id!r}{hint}"
     filled = [s for s in matches if not s.is_empty]
     if not filled:
         return None, f"section {list(wanted)} of {note.id!r} has no body of its own"

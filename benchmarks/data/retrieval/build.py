@@ -6,7 +6,8 @@
 Sources: `src/manifest.yaml` (id, title, tags, split of every note), `src/notes/<id>.md`
 (the note's content_md, byte for byte) and `src/questions/<id>.yaml` (the questions whose
 gold is in that note). A question entry is `{q, t, a, h}` with `h` the gold headings in the
-same note, or `{q, t, a, gold: [{note, h}, ...]}` for answers in several sections. Spans are
+same note (a list, or one "H2 > H3" string), or `{q, t, a, gold: [{note, h}, ...]}` for
+answers in several sections. Spans are
 computed by `api.evaluation` (never typed by hand) and question ids are assigned in manifest
 order, so edits to the markdown move the offsets automatically.
 """
@@ -39,6 +40,13 @@ def _dump(rows: list[dict[str, Any]]) -> str:
     return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
 
 
+def _path(value: str | list[str]) -> list[str]:
+    # "H2 > H3" strings avoid YAML flow-list pitfalls with commas and colons in headings.
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(" > ")] if value.strip() else []
+    return list(value)
+
+
 def _check_item(item: Any, path: Path) -> None:
     # YAML quietly turns `a: yes` into a bool and ` #x` into a comment: insist on strings.
     ok = (
@@ -64,8 +72,12 @@ def build(src: Path = SRC) -> dict[str, str]:
         with (src / "notes" / f"{entry['id']}.md").open(encoding="utf-8", newline="") as f:
             content = f.read()
         note_rows.append(
-            {"id": entry["id"], "title": entry["title"], "content_md": content,
-             "tags": list(entry.get("tags", []))}
+            {
+                "id": entry["id"],
+                "title": entry["title"],
+                "content_md": content,
+                "tags": list(entry.get("tags", [])),
+            }
         )
     notes_text = _dump(note_rows)
     notes = parse_notes(notes_text)
@@ -77,14 +89,19 @@ def build(src: Path = SRC) -> dict[str, str]:
             counter += 1
             _check_item(item, path)
             if "gold" in item:
-                gold = [{"note_id": g["note"], "headings": list(g["h"])} for g in item["gold"]]
+                gold = [{"note_id": g["note"], "headings": _path(g["h"])} for g in item["gold"]]
             else:
-                gold = [{"note_id": entry["id"], "headings": list(item["h"])}]
+                gold = [{"note_id": entry["id"], "headings": _path(item["h"])}]
             for g in gold:
                 if split_of.get(g["note_id"]) != entry["split"]:
                     raise SystemExit(f"{path}: gold note {g['note_id']} is in another split")
-            row = {"id": f"q{counter:04d}", "question": item["q"], "gold": gold,
-                   "type": item["t"], "answer": item["a"]}
+            row = {
+                "id": f"q{counter:04d}",
+                "question": item["q"],
+                "gold": gold,
+                "type": item["t"],
+                "answer": item["a"],
+            }
             by_split[entry["split"]].append(row)
     out = {"notes.jsonl": notes_text}
     for split, rows in by_split.items():
