@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import io
+import struct
 import zipfile
+import zlib
 
 import pytest
 from docx import Document
@@ -242,3 +244,30 @@ def test_error_serialises_for_api_bodies() -> None:
     err = error_of("x.exe", b"MZ")
     assert err.to_dict() == {"code": "unsupported_type", "detail": err.detail}
     assert str(err).startswith("unsupported_type: ")
+
+
+def _png_1x1() -> bytes:
+    """A valid 1×1 RGB PNG, built by hand so no image library is needed."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        crc = zlib.crc32(kind + body) & 0xFFFFFFFF
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    pixels = zlib.compress(b"\x00\xff\x00\x00")
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
+    )
+
+
+def test_docx_images_are_not_embedded_as_base64() -> None:
+    doc = Document()
+    doc.add_heading("Chart", level=1)
+    doc.add_picture(io.BytesIO(_png_1x1()))
+    doc.add_paragraph("Caption text.")
+    buf = io.BytesIO()
+    doc.save(buf)
+    note = convert_file("chart.docx", buf.getvalue())
+    assert "data:" not in note.content_md and "base64" not in note.content_md
+    assert note.content_md.startswith("# Chart\n\n")
+    assert note.content_md.endswith("Caption text.")
