@@ -187,7 +187,7 @@ def parse_notes(text: str, source: str = "notes.jsonl") -> dict[str, Note]:
         first_seen[note.id] = number
         notes[note.id] = note
     if issues:
-        raise DatasetError(issues)
+        raise DatasetError(sorted(issues, key=lambda i: i.line))
     return notes
 
 
@@ -321,7 +321,7 @@ def parse_questions(
         if question is not None:
             questions.append(question)
     if issues:
-        raise DatasetError(issues)
+        raise DatasetError(sorted(issues, key=lambda i: i.line))
     return questions
 
 

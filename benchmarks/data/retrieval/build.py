@@ -29,6 +29,10 @@ from api.evaluation import Dataset, parse_notes, parse_questions
 HERE = Path(__file__).resolve().parent
 SRC = HERE / "src"
 SPLITS = ("dev", "test")
+# The small example set shipped with scripts/optimize_chunk_size: the manifest's notes
+# marked `example: true` (all from the dev split) and their first few questions.
+EXAMPLE_DIR = HERE.parents[2] / "scripts" / "eval_data" / "example"
+EXAMPLE_QUESTIONS_PER_NOTE = 4
 
 
 def _read_yaml(path: Path) -> Any:
@@ -104,6 +108,9 @@ def build(src: Path = SRC) -> dict[str, str]:
             }
             by_split[entry["split"]].append(row)
     out = {"notes.jsonl": notes_text}
+    example_ids = [e["id"] for e in manifest if e.get("example")]
+    if any(split_of[i] != "dev" for i in example_ids):
+        raise SystemExit("example notes must come from the dev split")
     for split, rows in by_split.items():
         # Resolve spans through the loader itself, so the files hold exactly what it checks.
         resolved = parse_questions(_dump(rows), notes, source=f"questions_{split}")
@@ -113,7 +120,21 @@ def build(src: Path = SRC) -> dict[str, str]:
                 for g in question.gold
             ]
         out[f"questions_{split}.jsonl"] = _dump(rows)
+    picked: list[dict[str, Any]] = []
+    for note_id in example_ids:
+        own = [r for r in by_split["dev"] if all(g["note_id"] in example_ids for g in r["gold"])]
+        picked += [r for r in own if r["gold"][0]["note_id"] == note_id][
+            :EXAMPLE_QUESTIONS_PER_NOTE
+        ]
+    out["example/notes.jsonl"] = _dump([r for r in note_rows if r["id"] in example_ids])
+    out["example/questions.jsonl"] = _dump(picked)
     return out
+
+
+def _target(name: str) -> Path:
+    if name.startswith("example/"):
+        return EXAMPLE_DIR / name.removeprefix("example/")
+    return HERE / name
 
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -159,13 +180,18 @@ def main() -> int:
     args = parser.parse_args()
     outputs = build()
     if args.check:
-        stale = [n for n, t in outputs.items() if (HERE / n).read_text("utf-8") != t]
+        stale = [
+            n
+            for n, t in outputs.items()
+            if not _target(n).exists() or _target(n).read_text("utf-8") != t
+        ]
         if stale:
             print(f"stale: {stale}; run build.py", file=sys.stderr)
             return 1
         return 0
     for name, text in outputs.items():
-        (HERE / name).write_text(text, encoding="utf-8", newline="")
+        _target(name).parent.mkdir(parents=True, exist_ok=True)
+        _target(name).write_text(text, encoding="utf-8", newline="")
     notes = parse_notes(outputs["notes.jsonl"])
     by_split = {
         split: Dataset(notes, tuple(parse_questions(outputs[f"questions_{split}.jsonl"], notes)))
