@@ -50,6 +50,8 @@ import re
 from bs4 import BeautifulSoup, Tag
 from markdownify import ATX, MarkdownConverter
 
+from api.importing.models import ImportFileError
+
 _REMOVED_TAGS = (
     "script",
     "style",
@@ -139,29 +141,43 @@ def _is_permalink(link: Tag) -> bool:
     return href.startswith("#") and text in _PERMALINK_TEXTS
 
 
+def _is_chrome(tag: Tag, texinfo: bool) -> bool:
+    if tag.name in _REMOVED_TAGS or tag.has_attr("hidden"):
+        return True
+    if tag.get("role") in _LANDMARK_ROLES:
+        return True
+    classes = tag.get("class") or ()
+    if any(cls in _NAV_CLASSES for cls in classes):
+        return True
+    # Texinfo 6 calls its nav bar `div.header`, too common a class to drop on every page.
+    return texinfo and tag.name == "div" and "header" in classes
+
+
+def _within(tag: Tag, names: tuple[str, ...]) -> bool:
+    return any(parent.name in names for parent in tag.parents)
+
+
 def _clean(soup: BeautifulSoup) -> Tag:
     """Remove page chrome and return the element whose content is the document."""
-    for tag in soup.find_all(_REMOVED_TAGS):
+    texinfo = soup.find("meta", attrs={"name": _GENERATOR_META, "content": _TEXINFO}) is not None
+    # Two walks in all: bs4's search helpers each walk the whole tree, which is slow on
+    # large pages. First drop the outermost chrome elements (descendants go with them).
+    chrome = [tag for tag in soup.find_all(True) if _is_chrome(tag, texinfo)]
+    chrome_ids = {id(tag) for tag in chrome}
+    for tag in [t for t in chrome if not any(id(p) in chrome_ids for p in t.parents)]:
         tag.decompose()
-    for node in soup.find_all(attrs={"hidden": True}):
-        node.decompose()
-    for node in soup.find_all(attrs={"role": list(_LANDMARK_ROLES)}):
-        node.decompose()
-    for node in soup.find_all(class_=list(_NAV_CLASSES)):
-        node.decompose()
-    # Texinfo 6 calls its nav bar `div.header`, too common a class to drop on every page.
-    if soup.find("meta", attrs={"name": _GENERATOR_META, "content": _TEXINFO}):
-        for node in soup.find_all("div", class_="header"):
-            node.decompose()
-    for node in soup.find_all(_PAGE_CHROME_TAGS):
-        if node.find_parent(_SECTIONING) is None:
-            node.decompose()
-    for link in soup.find_all("a"):
+
+    remaining = soup.find_all(True)
+    for tag in remaining:
+        if tag.name in _PAGE_CHROME_TAGS and not _within(tag, _SECTIONING):
+            tag.decompose()
+    remaining = [tag for tag in remaining if tag.name]  # decomposed tags have name ""
+    for link in (tag for tag in remaining if tag.name == "a"):
         if _is_permalink(link):
             link.decompose()
-        elif str(link.get("href") or "").startswith("#") or link.find_parent(_HEADINGS):
+        elif str(link.get("href") or "").startswith("#") or _within(link, _HEADINGS):
             link.unwrap()
-    for img in soup.find_all("img"):
+    for img in (tag for tag in remaining if tag.name == "img"):
         src = str(img.get("src") or "")
         if not src or src.startswith("data:"):
             alt = str(img.get("alt") or "").strip()
@@ -169,7 +185,9 @@ def _clean(soup: BeautifulSoup) -> Tag:
                 img.replace_with(alt)
             else:
                 img.decompose()
-    mains = soup.find_all("main") or soup.find_all(attrs={"role": "main"})
+    mains = [tag for tag in remaining if tag.name == "main"] or [
+        tag for tag in remaining if tag.name and tag.get("role") == "main"
+    ]
     if len(mains) == 1:
         return mains[0]
     return soup.body or soup
@@ -221,9 +239,16 @@ def soup_title(soup: BeautifulSoup) -> str | None:
 
 
 def soup_to_markdown(soup: BeautifulSoup) -> str:
-    """Convert a parsed document to markdown (mutates `soup` while cleaning it)."""
+    """Convert a parsed document to markdown (mutates `soup` while cleaning it).
+
+    Raises `ImportFileError("too_large")` for markup nested deeper than markdownify's
+    recursion allows (a few hundred levels; real pages stay far below that).
+    """
     root = _clean(soup)
-    return _tidy(_converter().convert_soup(root))
+    try:
+        return _tidy(_converter().convert_soup(root))
+    except RecursionError as exc:
+        raise ImportFileError("too_large", "the document is nested too deeply to convert") from exc
 
 
 def html_to_markdown(html: bytes | str) -> str:
@@ -232,6 +257,6 @@ def html_to_markdown(html: bytes | str) -> str:
     Headings become ATX `#` headings, tables GFM tables with a header and `| --- |`
     separator, lists `- ` bullets, `<pre>` fenced code with its language; links are kept;
     scripts, styles and navigation chrome are dropped. No output has three consecutive
-    newlines outside code blocks.
+    newlines outside code blocks. Raises `ImportFileError` only for pathological nesting.
     """
     return soup_to_markdown(parse_html(html))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from api.importing import convert_file, html_to_markdown
+import pytest
+
+from api.importing import ImportFileError, convert_file, html_to_markdown
 
 
 def test_all_six_heading_levels_are_atx() -> None:
@@ -108,3 +110,12 @@ def test_html_title_order_first_h1_then_title_tag_then_file_name() -> None:
     with_h1 = page.replace(b"<h2>Sub</h2>", b"<h1>Real <em>title</em></h1>")
     assert convert_file("p.html", with_h1).title == "Real title"
     assert convert_file("page-name.htm", b"<p>just text</p>").title == "page-name"
+
+
+def test_pathologically_deep_nesting_is_a_per_file_error_not_a_crash() -> None:
+    html = ("<div>" * 2000 + "deep" + "</div>" * 2000).encode()
+    with pytest.raises(ImportFileError) as info:
+        convert_file("deep.html", html)
+    assert info.value.code == "too_large"
+    # Ordinary depth converts.
+    assert convert_file("ok.html", b"<div>" * 60 + b"fine" + b"</div>" * 60).content_md == "fine"
