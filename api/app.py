@@ -82,13 +82,12 @@ def build_lifespan(settings: Settings):
                 concurrency=settings.autonote_index_workers,
             )
 
-            async def on_change(note_id: ObjectId) -> None:
+            async def on_change(note_id: ObjectId) -> bool:
                 if settings.chunking_async:
                     indexing.workers.wake()
-                else:
-                    await indexing.workers.index_now(
-                        note_id, settings.autonote_sync_index_timeout_s
-                    )
+                    return False
+                await indexing.workers.index_now(note_id, settings.autonote_sync_index_timeout_s)
+                return True
 
             notes = NotesService(
                 NotesRepository(db),

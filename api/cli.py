@@ -58,6 +58,50 @@ def setup_offline() -> None:
     typer.echo(f"tiktoken vocabularies ready in {path}")
 
 
+@app.command("worker")
+def worker(
+    concurrency: Annotated[
+        int, typer.Option(min=1, max=64, help="Indexing loops in this process")
+    ] = 2,
+) -> None:
+    """Run indexing workers only (no HTTP). Start as many processes as you like: they
+    share the queue through leases. Uses the same settings as `serve`."""
+    from api.logging import configure_logging
+
+    settings = settings_or_exit()
+    configure_logging(settings.log_level, settings.log_json)
+    asyncio.run(_run_worker(settings, concurrency))
+
+
+async def _run_worker(settings: Settings, concurrency: int) -> None:
+    import signal
+
+    import structlog
+
+    from api.indexing.runtime import build_indexing
+    from api.providers import build_chunker, build_embedder, build_openai_client
+
+    log = structlog.get_logger("autonote.worker")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with database(settings) as db:
+        openai_client = build_openai_client(settings)
+        embedder = build_embedder(settings, openai_client)
+        chunker = build_chunker(settings, embedder)
+        indexing = build_indexing(
+            settings, db, chunker=chunker, embedder=embedder, concurrency=concurrency
+        )
+        await indexing.workers.start()
+        log.info("worker.ready", concurrency=concurrency)
+        await stop.wait()
+        await indexing.workers.stop()
+        await embedder.aclose()
+        if openai_client is not None:
+            await openai_client.close()
+
+
 @users_app.command("create")
 def users_create(name: Annotated[str, typer.Argument(help="Display name of the user")]) -> None:
     """Create a user directly in the database and print its API key (shown once)."""

@@ -59,6 +59,9 @@ async def validation_error(_: Request, exc: Exception) -> JSONResponse:
 
 async def http_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 400 and exc.detail == "There was an error parsing the body":
+        # FastAPI's answer to an undecodable body (e.g. not UTF-8): invalid JSON all the same.
+        return _json(400, "invalid_json", "request body is not valid JSON (UTF-8)")
     code = _HTTP_CODES.get(exc.status_code, "http_error")
     return _json(exc.status_code, code, exc.detail, getattr(exc, "headers", None))
 

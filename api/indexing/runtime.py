@@ -19,9 +19,6 @@ class Indexing:
     reconciler: Reconciler
     workers: IndexWorkers
 
-    async def on_change_async(self, _note_id: Any) -> None:
-        self.workers.wake()
-
 
 def build_indexing(
     settings: Settings,

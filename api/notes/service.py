@@ -23,8 +23,9 @@ from api.users.service import parse_object_id
 log = structlog.get_logger(__name__)
 
 # Called after every write that changes what the index should contain. In async mode it wakes
-# the workers; with CHUNKING_ASYNC=false it indexes the note before returning.
-IndexTrigger = Callable[[ObjectId], Awaitable[None]]
+# the workers and returns False; with CHUNKING_ASYNC=false it indexes the note before
+# returning and returns True (the caller then returns the note's fresh index state).
+IndexTrigger = Callable[[ObjectId], Awaitable[bool]]
 
 
 class NoteTooLarge(PayloadTooLarge):
@@ -116,8 +117,9 @@ class NotesService:
     async def _changed(self, doc: dict[str, Any]) -> dict[str, Any]:
         if self._on_change is None or not self._chunking_enabled:
             return doc
-        await self._on_change(doc["_id"])
-        # In synchronous mode the note was just indexed: return its fresh state.
+        if not await self._on_change(doc["_id"]):
+            return doc
+        # Synchronous mode: the note was just indexed; return its fresh state.
         return await self._repo.get_by_id(doc["_id"]) or doc
 
     async def _owned(self, user: User, note_id: str) -> dict[str, Any]:

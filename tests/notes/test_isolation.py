@@ -17,7 +17,8 @@ async def test_other_users_notes_are_invisible(api: Api) -> None:
         )
     ).json()
     url = f"/v1/notes/{note['id']}"
-    before = await api.container.db.notes.find_one({})
+    fields = {"title": 1, "content_md": 1, "tags": 1, "version": 1, "status": 1}
+    before = await api.container.db.notes.find_one({}, fields)
 
     attempts = [
         ("GET", url, {}),
@@ -38,6 +39,6 @@ async def test_other_users_notes_are_invisible(api: Api) -> None:
     assert listing["items"] == []
     for params in ({"tag": "p"}, {"status": "trashed"}):
         assert (await api.client.get("/v1/notes", params=params, headers=bob)).json()["items"] == []
-    assert await api.container.db.notes.find_one({}) == before
+    assert await api.container.db.notes.find_one({}, fields) == before
     mine = (await api.client.get(url, headers=alice)).json()
     assert mine["content_md"] == "secret" and mine["status"] == "active"

@@ -1,0 +1,67 @@
+"""Test helpers shared across packages (not fixtures)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+from tests.conftest import Api
+
+WORDS = (
+    "alpha beta gamma delta kernel cache index shard vector query backup restore "
+    "latency budget postgres mongo replica lease worker queue embed token chunk heading "
+    "garden tomato basil harvest compost ferment bread flour yeast oven travel kyoto "
+    "train ticket museum temple budget invoice ledger"
+).split()
+
+
+def paragraph(rng: random.Random, words: int = 60) -> str:
+    text = " ".join(rng.choice(WORDS) for _ in range(words))
+    return text[0].upper() + text[1:] + "."
+
+
+def sectioned_note(n_sections: int, seed: int = 0, words: int = 60) -> str:
+    """A note with `n_sections` h2 sections (some with h3 subsections), one paragraph each."""
+    rng = random.Random(seed)
+    parts = []
+    for i in range(n_sections):
+        level = "###" if i % 5 == 4 else "##"
+        parts.append(f"{level} Section {i}\n\n{paragraph(rng, words)}\n")
+    return "\n".join(parts)
+
+
+async def wait_indexed(
+    api: Api, headers: dict[str, str], note_id: str, timeout_s: float = 60.0
+) -> dict[str, Any]:
+    """Poll the note until it is indexed at its latest version (or fail loudly)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    note: dict[str, Any] = {}
+    while loop.time() < deadline:
+        note = (await api.client.get(f"/v1/notes/{note_id}", headers=headers)).json()
+        if note.get("index_status") == "indexed" and (
+            note["indexed_version"] == note["version"] or note["status"] == "trashed"
+        ):
+            return note
+        if note.get("index_status") == "failed":
+            raise AssertionError(f"indexing failed: {note.get('index_error')}")
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"note not indexed within {timeout_s}s: {note}")
+
+
+class RecordingEmbedder:
+    """Wraps a real embedder and records every text it is asked to embed."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.texts: list[str] = []
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def embed(self, texts: list[str], **kwargs: Any) -> Any:
+        self.calls += 1
+        self.texts.extend(texts)
+        return await self.inner.embed(texts, **kwargs)

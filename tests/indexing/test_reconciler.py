@@ -1,0 +1,219 @@
+"""The reconciler against the real embedded server, the real chunker and the real local
+embedding model: incremental embeddings, restore/revert reuse, convergence under concurrent
+edits, the swap, sync/disabled modes, tags, re-chunking when the chunker changes."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from api.services.chunking import get_chunker
+from tests.conftest import Api, running_app
+from tests.helpers import RecordingEmbedder, paragraph, sectioned_note, wait_indexed
+
+
+async def create(
+    api: Api,
+    h: dict[str, str],
+    content: str,
+    title: str = "Big note",
+    tags: list[str] | None = None,
+) -> dict[str, Any]:
+    r = await api.client.post(
+        "/v1/notes", json={"title": title, "content_md": content, "tags": tags or []}, headers=h
+    )
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def spy(api: Api) -> RecordingEmbedder:
+    recorder = RecordingEmbedder(api.container.embedder)
+    api.container.indexing.reconciler.embedder = recorder
+    return recorder
+
+
+async def stored_chunks(api: Api, note_id: str) -> list[dict[str, Any]]:
+    """The note's chunk documents once old versions are evicted (eviction follows the flip
+    of `indexed_version` by a few milliseconds; readers filter by version meanwhile)."""
+    from bson import ObjectId
+
+    oid = ObjectId(note_id)
+    for _ in range(200):
+        note = await api.container.db.notes.find_one({"_id": oid})
+        docs = (
+            await api.container.db.note_chunks.find({"note_id": oid})
+            .sort([("note_version", 1), ("chunk_index", 1)])
+            .to_list()
+        )
+        if all(d["note_version"] == note.get("indexed_version") for d in docs):
+            return docs
+        await asyncio.sleep(0.025)
+    raise AssertionError("old chunk versions were never evicted")
+
+
+def expected(api: Api, content: str, title: str) -> list[Any]:
+    return api.container.chunker.chunk_note(content, title)
+
+
+async def test_one_paragraph_edit_reembeds_only_that_chunk(api: Api) -> None:
+    h = await api.new_user()
+    content = sectioned_note(40, seed=1)
+    note = await create(api, h, content)
+    first = await wait_indexed(api, h, note["id"])
+    n = first["chunk_count"]
+    assert n >= 40 and first["last_index_stats"]["embedded"] == n
+    recorder = spy(api)
+
+    sections = content.split("## Section 17\n\n")
+    tail = sections[1].split("\n", 1)
+    edited = (
+        sections[0]
+        + "## Section 17\n\nA completely rewritten paragraph about sourdough.\n"
+        + tail[1]
+    )
+    r = await api.client.patch(f"/v1/notes/{note['id']}", json={"content_md": edited}, headers=h)
+    assert r.json()["version"] == 2
+    after = await wait_indexed(api, h, note["id"])
+    stats = after["last_index_stats"]
+    new_chunks = expected(api, edited, "Big note")
+    old_hashes = {c.content_hash for c in expected(api, content, "Big note")}
+    changed = [c for c in new_chunks if c.content_hash not in old_hashes]
+    assert len(changed) == 1 and "sourdough" in changed[0].content_md
+    assert stats["embedded"] == 1 and stats["reused"] == n - 1
+    assert recorder.texts == [changed[0].embedding_text]
+    assert stats["tokens_embedded"] == api.container.embedder.tokenizer.count(
+        changed[0].embedding_text
+    )
+    docs = await stored_chunks(api, note["id"])
+    assert {d["note_version"] for d in docs} == {2}, "old version evicted after the swap"
+    assert [d["content_hash"] for d in docs] == [c.content_hash for c in new_chunks]
+
+
+async def test_restore_and_revert_cost_no_embeddings(api: Api) -> None:
+    h = await api.new_user()
+    v1 = sectioned_note(8, seed=2)
+    note = await create(api, h, v1)
+    await wait_indexed(api, h, note["id"])
+    url = f"/v1/notes/{note['id']}"
+    v2 = v1 + "\n## Extra\n\nSomething new to embed.\n"
+    await api.client.patch(url, json={"content_md": v2}, headers=h)
+    assert (await wait_indexed(api, h, note["id"]))["last_index_stats"]["embedded"] == 1
+    recorder = spy(api)
+
+    await api.client.patch(url, json={"content_md": v1}, headers=h)  # undo the edit
+    reverted = await wait_indexed(api, h, note["id"])
+    assert reverted["version"] == 3 and reverted["last_index_stats"]["embedded"] == 0
+
+    await api.client.delete(url, headers=h)
+    trashed = await wait_indexed(api, h, note["id"])
+    assert trashed["chunk_count"] == 0 and await stored_chunks(api, note["id"]) == []
+    await api.client.post(f"{url}/restore", headers=h)
+    restored = await wait_indexed(api, h, note["id"])
+    assert restored["chunk_count"] == len(expected(api, v1, "Big note"))
+    assert restored["last_index_stats"]["embedded"] == 0
+    assert recorder.texts == [] and recorder.calls == 0
+
+
+async def test_fifty_concurrent_edits_converge_to_the_final_content(api: Api) -> None:
+    h = await api.new_user()
+    note = await create(api, h, sectioned_note(5, seed=3))
+    url = f"/v1/notes/{note['id']}"
+    edits = [sectioned_note(5, seed=100 + i) for i in range(50)]
+    results = await asyncio.gather(
+        *[api.client.patch(url, json={"content_md": body}, headers=h) for body in edits]
+    )
+    assert all(r.status_code == 200 for r in results)
+    final = await wait_indexed(api, h, note["id"], timeout_s=120)
+    assert final["version"] == 51 and final["indexed_version"] == 51
+    want = expected(api, final["content_md"], "Big note")
+    docs = await stored_chunks(api, note["id"])
+    assert [(d["note_version"], d["chunk_index"]) for d in docs] == [
+        (51, i) for i in range(len(want))
+    ], "no duplicates, no stale version"
+    assert [d["content_md"] for d in docs] == [c.content_md for c in want]
+    assert [(d["start_offset"], d["end_offset"]) for d in docs] == [
+        (c.start_offset, c.end_offset) for c in want
+    ]
+
+
+async def test_chunk_listing_matches_the_chunker(api: Api) -> None:
+    h = await api.new_user()
+    content = "Intro text.\n\n## Setup\n\nInstall it.\n\n### Linux\n\n```sh\napt install x\n```\n"
+    note = await create(api, h, content, title="Guide")
+    await wait_indexed(api, h, note["id"])
+    body = (await api.client.get(f"/v1/notes/{note['id']}/chunks", headers=h)).json()
+    want = expected(api, content, "Guide")
+    assert body["indexed_version"] == 1 and len(body["items"]) == len(want)
+    for item, chunk in zip(body["items"], want, strict=True):
+        assert item["heading_path"] == chunk.heading_path
+        assert item["content_md"] == content[item["start_offset"] : item["end_offset"]]
+        assert "embedding" not in item
+    assert body["items"][-1]["heading_path"] == ["Guide", "Setup", "Linux"]
+
+
+async def test_tag_change_updates_chunks_without_embedding(api: Api) -> None:
+    h = await api.new_user()
+    note = await create(api, h, sectioned_note(3, seed=4), tags=["a"])
+    await wait_indexed(api, h, note["id"])
+    recorder = spy(api)
+    r = await api.client.patch(f"/v1/notes/{note['id']}", json={"tags": ["b", "c"]}, headers=h)
+    assert r.json()["version"] == 1
+    await wait_indexed(api, h, note["id"])
+    docs = await stored_chunks(api, note["id"])
+    assert docs and all(d["tags"] == ["b", "c"] for d in docs)
+    assert recorder.calls == 0
+
+
+async def test_sync_mode_indexes_before_the_write_returns(make_settings: Any) -> None:
+    async with running_app(make_settings(chunking_async=False)) as api:
+        h = await api.new_user()
+        note = await create(api, h, sectioned_note(4, seed=5))
+        assert note["index_status"] == "indexed" and note["indexed_version"] == 1
+        assert note["chunk_count"] == len(await stored_chunks(api, note["id"])) > 0
+        r = await api.client.patch(
+            f"/v1/notes/{note['id']}", json={"content_md": "## New\n\nx"}, headers=h
+        )
+        assert r.json()["indexed_version"] == 2 and r.json()["chunk_count"] == 1
+
+
+async def test_chunking_disabled_marks_notes_disabled(make_settings: Any) -> None:
+    async with running_app(make_settings(chunking_enabled=False)) as api:
+        h = await api.new_user()
+        note = await create(api, h, "## A\n\nbody")
+        await asyncio.sleep(0.3)
+        got = (await api.client.get(f"/v1/notes/{note['id']}", headers=h)).json()
+        assert got["index_status"] == "disabled" and got["chunk_count"] == 0
+        assert await api.container.db.note_chunks.count_documents({}) == 0
+        settings = api.container.settings
+    # Turning chunking back on indexes what was written meanwhile.
+    async with running_app(settings.model_copy(update={"chunking_enabled": True})) as api:
+        await wait_indexed(api, h, note["id"])
+
+
+async def test_chunker_change_reindexes_and_reuses_what_it_can(make_settings: Any) -> None:
+    content = (
+        sectioned_note(6, seed=6, words=30)
+        + "\n## Long\n\n"
+        + " ".join(paragraph(__import__("random").Random(i), 40) for i in range(12))
+    )
+    settings = make_settings(chunking_max_tokens=300)
+    async with running_app(settings) as api:
+        h = await api.new_user()
+        note = await create(api, h, content)
+        first = await wait_indexed(api, h, note["id"])
+    async with running_app(settings.model_copy(update={"chunking_max_tokens": 120})) as api:
+        second = await wait_indexed(api, h, note["id"])
+        assert second["chunking_version"] != first["chunking_version"]
+        assert second["version"] == 1 and second["indexed_version"] == 1
+        want = get_chunker(
+            "hierarchical_markdown",
+            max_chunk_tokens=120,
+            min_chunk_tokens=50,
+            tokenizer=api.container.embedder.tokenizer,
+            max_input_tokens=api.container.embedder.max_input_tokens,
+        ).chunk_note(content, "Big note")
+        assert second["chunk_count"] == len(want) != first["chunk_count"]
+        stats = second["last_index_stats"]
+        assert stats["reused"] >= 6, "the short sections are unchanged and reuse their vectors"
+        docs = await stored_chunks(api, note["id"])
+        assert [d["content_hash"] for d in docs] == [c.content_hash for c in want]
