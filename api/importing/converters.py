@@ -116,8 +116,10 @@ def convert_file(filename: str, data: bytes, *, max_bytes: int = 2_000_000) -> I
     """Convert one file's bytes to a note, dispatching on the extension of `filename`.
 
     Raises `ImportFileError` with code `unsupported_type`, `too_large` (over `max_bytes`,
-    or a .docx that inflates far beyond it), `empty`, `not_utf8` (.md/.txt), `corrupt_file`
-    (content that is not what the extension claims, or is damaged) or `encrypted` (.pdf).
+    a .docx that inflates far beyond it, or HTML nested hundreds of levels deep), `empty`,
+    `not_utf8` (.md/.txt), `corrupt_file` (content that is not what the extension claims,
+    or is damaged) or `encrypted` (.pdf). CPU-bound (about a second for a large .docx or
+    a megabyte of HTML): async callers should run it in a worker thread.
     """
     name = _base_name(filename)
     ext = _extension(name)
