@@ -1,0 +1,360 @@
+"""Aggregation pipelines for the `atlas` search backend (pure builders, no I/O).
+
+Syntax follows the MongoDB documentation:
+- `$vectorSearch` (must be the FIRST stage; `index`, `path`, `queryVector`, `numCandidates`,
+  `limit`, `filter` in MQL with `$eq`/`$in`/`$and` on fields indexed as `filter`; score via
+  `{"$meta": "vectorSearchScore"}`):
+  https://www.mongodb.com/docs/atlas/atlas-vector-search/vector-search-stage/ and
+  https://www.mongodb.com/docs/atlas/atlas-vector-search/vector-search-type/
+  The docs recommend `numCandidates` ≥ 20 × `limit`; it may not exceed 10 000.
+- `$search` with `compound` (`must` scores, `filter` does not), `text` (`query`, `path`),
+  `equals` (ObjectId `value`), `in` (array `value`; string fields need the `token` type in
+  the search index); score via `{"$meta": "searchScore"}`:
+  https://www.mongodb.com/docs/atlas/atlas-search/compound/ ,
+  https://www.mongodb.com/docs/atlas/atlas-search/equals/ ,
+  https://www.mongodb.com/docs/atlas/atlas-search/in/ ,
+  https://www.mongodb.com/docs/atlas/atlas-search/text/ ,
+  https://www.mongodb.com/docs/atlas/atlas-search/scoring/
+- `$rankFusion` (reciprocal rank fusion on the server, MongoDB 8.0+; input pipelines may
+  only select and order documents — no `$project` — and the fused score is
+  `{"$meta": "score"}`):
+  https://www.mongodb.com/docs/manual/reference/operator/aggregation/rankFusion/
+
+Isolation: `author_id` is ALWAYS inside the search stage's own filter (a pre-filter), never
+a later `$match`, so other users' chunks cannot take candidate slots or leak.
+
+User filters: `note_ids` and `tags` (ANY-of) are indexed filter fields on `note_chunks` and
+go into the search stage. `updated_after` lives on `notes`, not on chunks: resolve it first
+with `notes_filter_query` into the list of matching note ids and pass that as `note_ids`
+(intersected with the user's own `note_ids`), so it stays a pre-filter. An EMPTY `note_ids`
+or `tags` list matches nothing: the builders raise `EmptyFilterError` and the caller returns
+no results without querying.
+
+Version guard: a note's searchable chunks are those with `note_version ==
+notes.indexed_version`. During a re-index both versions' chunks exist for a moment. The
+pipelines restrict results with a `$lookup` into `notes` AFTER the search stage (comparing
+`note_version` with `indexed_version`, and also checking the author and that the note is not
+trashed). This runs after the candidate set is chosen, but it cannot let another user's
+chunks in: it only removes the author's own stale chunks, so it may return fewer than
+`limit` results during a re-index; `guard_margin` extra results are fetched to cover that.
+An app-side check is also possible (and `grouping.group_by_note` applies it when
+`NoteMeta.indexed_version` is set).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+from bson import ObjectId
+
+MAX_NUM_CANDIDATES = 10_000
+CANDIDATE_MULTIPLIER = 20
+DEFAULT_GUARD_MARGIN = 10
+MAX_QUERY_CHARS = 4096
+EMBEDDING_PATH = "embedding"
+TEXT_PATHS = ("section_path", "content_md")
+# Server error codes meaning "this deployment has no search" (by server version).
+SEARCH_UNAVAILABLE_CODES = frozenset({31082, 115, 6047401, 59, 40324})
+
+# Every chunk field search needs, and nothing else: an inclusion projection, so the
+# `embedding` (the largest field by far) is never sent back.
+CHUNK_FIELDS = (
+    "_id",
+    "note_id",
+    "author_id",
+    "note_version",
+    "chunk_index",
+    "heading_path",
+    "section_path",
+    "content_md",
+    "start_offset",
+    "end_offset",
+    "tags",
+    "chunk_type",
+)
+
+Pipeline = list[dict[str, Any]]
+T = TypeVar("T")
+
+
+class EmptyFilterError(ValueError):
+    """A filter list is empty, so nothing can match: skip the query."""
+
+
+def num_candidates_for(limit: int, requested: int | None = None) -> int:
+    """`numCandidates` for `limit`: `requested` if given, else 20 × limit; never below
+    `limit`, never above 10 000."""
+    if limit < 1 or limit > MAX_NUM_CANDIDATES:
+        raise ValueError(f"limit must be between 1 and {MAX_NUM_CANDIDATES}")
+    wanted = requested if requested is not None else CANDIDATE_MULTIPLIER * limit
+    return min(MAX_NUM_CANDIDATES, max(limit, wanted))
+
+
+def vector_search_filter(
+    author_id: ObjectId,
+    *,
+    note_ids: Sequence[ObjectId] | None = None,
+    tags: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """The `$vectorSearch.filter`: author always; note ids and tags (ANY-of) when given."""
+    _require_object_id(author_id)
+    clauses: list[dict[str, Any]] = [{"author_id": {"$eq": author_id}}]
+    if note_ids is not None:
+        clauses.append({"note_id": {"$in": _object_ids(note_ids, "note_ids")}})
+    if tags is not None:
+        clauses.append({"tags": {"$in": _non_empty(list(tags), "tags")}})
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
+def vector_search_stage(
+    index_name: str,
+    query_vector: Sequence[float],
+    author_id: ObjectId,
+    *,
+    limit: int,
+    num_candidates: int | None = None,
+    note_ids: Sequence[ObjectId] | None = None,
+    tags: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """The `$vectorSearch` stage alone (also used inside `$rankFusion`)."""
+    vector = [float(x) for x in query_vector]
+    if not vector:
+        raise ValueError("query_vector is empty")
+    return {
+        "$vectorSearch": {
+            "index": index_name,
+            "path": EMBEDDING_PATH,
+            "queryVector": vector,
+            "numCandidates": num_candidates_for(limit, num_candidates),
+            "limit": limit,
+            "filter": vector_search_filter(author_id, note_ids=note_ids, tags=tags),
+        }
+    }
+
+
+def search_stage(
+    index_name: str,
+    query: str,
+    author_id: ObjectId,
+    *,
+    note_ids: Sequence[ObjectId] | None = None,
+    tags: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """The `$search` stage: `text` must-clause over breadcrumb and content, filters in
+    `compound.filter` (they restrict without scoring)."""
+    _require_object_id(author_id)
+    text = query.strip()[:MAX_QUERY_CHARS]
+    if not text:
+        raise ValueError("query is empty")
+    filters: list[dict[str, Any]] = [{"equals": {"path": "author_id", "value": author_id}}]
+    if note_ids is not None:
+        filters.append({"in": {"path": "note_id", "value": _object_ids(note_ids, "note_ids")}})
+    if tags is not None:
+        filters.append({"in": {"path": "tags", "value": _non_empty(list(tags), "tags")}})
+    return {
+        "$search": {
+            "index": index_name,
+            "compound": {
+                # `text` analyses the query as plain words (no query-string syntax).
+                "must": [{"text": {"query": text, "path": list(TEXT_PATHS)}}],
+                "filter": filters,
+            },
+        }
+    }
+
+
+def chunk_projection(score_meta: str) -> dict[str, Any]:
+    """`$project` of the chunk fields plus `score` from `{"$meta": score_meta}`."""
+    projection: dict[str, Any] = dict.fromkeys(CHUNK_FIELDS, 1)
+    projection["score"] = {"$meta": score_meta}
+    return {"$project": projection}
+
+
+def current_version_guard(notes_collection: str = "notes") -> Pipeline:
+    """Stages keeping only chunks of their note's `indexed_version` (same author, note not
+    trashed); see the module docstring."""
+    return [
+        {
+            "$lookup": {
+                "from": notes_collection,
+                "localField": "note_id",
+                "foreignField": "_id",
+                "let": {"version": "$note_version", "author": "$author_id"},
+                "pipeline": [
+                    {
+                        "$match": {
+                            "$expr": {
+                                "$and": [
+                                    {"$eq": ["$indexed_version", "$$version"]},
+                                    {"$eq": ["$author_id", "$$author"]},
+                                    {"$ne": ["$status", "trashed"]},
+                                ]
+                            }
+                        }
+                    },
+                    {"$project": {"_id": 1}},
+                ],
+                "as": "_current_note",
+            }
+        },
+        {"$match": {"_current_note": {"$ne": []}}},
+        {"$unset": "_current_note"},
+    ]
+
+
+def vector_search_pipeline(
+    index_name: str,
+    query_vector: Sequence[float],
+    author_id: ObjectId,
+    *,
+    limit: int,
+    num_candidates: int | None = None,
+    note_ids: Sequence[ObjectId] | None = None,
+    tags: Sequence[str] | None = None,
+    version_guard: bool = True,
+    guard_margin: int = DEFAULT_GUARD_MARGIN,
+    notes_collection: str = "notes",
+) -> Pipeline:
+    """`$vectorSearch` (first stage, pre-filtered) → projection with `score` (cosine-based
+    `vectorSearchScore`, no embedding) → version guard → `$limit`."""
+    search_limit = limit + guard_margin if version_guard else limit
+    pipeline: Pipeline = [
+        vector_search_stage(
+            index_name,
+            query_vector,
+            author_id,
+            limit=min(search_limit, MAX_NUM_CANDIDATES),
+            num_candidates=num_candidates,
+            note_ids=note_ids,
+            tags=tags,
+        ),
+        chunk_projection("vectorSearchScore"),
+    ]
+    if version_guard:
+        pipeline += [*current_version_guard(notes_collection), {"$limit": limit}]
+    return pipeline
+
+
+def text_search_pipeline(
+    index_name: str,
+    query: str,
+    author_id: ObjectId,
+    *,
+    limit: int,
+    note_ids: Sequence[ObjectId] | None = None,
+    tags: Sequence[str] | None = None,
+    version_guard: bool = True,
+    guard_margin: int = DEFAULT_GUARD_MARGIN,
+    notes_collection: str = "notes",
+) -> Pipeline:
+    """`$search` (first stage, pre-filtered) → `$limit` → projection with `score`
+    (`searchScore`) → version guard → `$limit`."""
+    if limit < 1:
+        raise ValueError("limit must be >= 1")
+    pipeline: Pipeline = [
+        search_stage(index_name, query, author_id, note_ids=note_ids, tags=tags),
+        {"$limit": limit + guard_margin if version_guard else limit},
+        chunk_projection("searchScore"),
+    ]
+    if version_guard:
+        pipeline += [*current_version_guard(notes_collection), {"$limit": limit}]
+    return pipeline
+
+
+def rank_fusion_pipeline(
+    vector_index: str,
+    text_index: str,
+    query_vector: Sequence[float],
+    query: str,
+    author_id: ObjectId,
+    *,
+    limit: int,
+    candidates_per_input: int | None = None,
+    num_candidates: int | None = None,
+    note_ids: Sequence[ObjectId] | None = None,
+    tags: Sequence[str] | None = None,
+    weights: Mapping[str, float] | None = None,
+    version_guard: bool = True,
+    guard_margin: int = DEFAULT_GUARD_MARGIN,
+    notes_collection: str = "notes",
+) -> Pipeline:
+    """Server-side hybrid search with `$rankFusion` (inputs `vector` and `keyword`, RRF with
+    k = 60 on the server) — an alternative to fusing two result lists in the app.
+
+    Each input returns `candidates_per_input` chunks (default 2 × (limit + margin)); both
+    inputs carry the author pre-filter. `weights` maps "vector"/"keyword" to weights.
+    """
+    fetch = limit + guard_margin if version_guard else limit
+    per_input = candidates_per_input or 2 * fetch
+    per_input = min(per_input, MAX_NUM_CANDIDATES)
+    unknown = set(weights or {}) - {"vector", "keyword"}
+    if unknown:
+        raise ValueError(f"unknown $rankFusion inputs in weights: {sorted(unknown)}")
+    stage: dict[str, Any] = {
+        "input": {
+            "pipelines": {
+                "vector": [
+                    vector_search_stage(
+                        vector_index,
+                        query_vector,
+                        author_id,
+                        limit=per_input,
+                        num_candidates=num_candidates,
+                        note_ids=note_ids,
+                        tags=tags,
+                    )
+                ],
+                "keyword": [
+                    search_stage(text_index, query, author_id, note_ids=note_ids, tags=tags),
+                    {"$limit": per_input},
+                ],
+            }
+        }
+    }
+    if weights:
+        stage["combination"] = {"weights": {k: float(v) for k, v in weights.items()}}
+    pipeline: Pipeline = [{"$rankFusion": stage}, {"$limit": fetch}, chunk_projection("score")]
+    if version_guard:
+        pipeline += [*current_version_guard(notes_collection), {"$limit": limit}]
+    return pipeline
+
+
+def notes_filter_query(
+    author_id: ObjectId,
+    *,
+    updated_after: datetime | None = None,
+    tags: Sequence[str] | None = None,
+    note_ids: Sequence[ObjectId] | None = None,
+) -> dict[str, Any]:
+    """A `notes.find` filter for the author's active notes passing the user filters; run it
+    (projection `{"_id": 1}`) to turn `updated_after` into a `note_ids` pre-filter."""
+    _require_object_id(author_id)
+    query: dict[str, Any] = {"author_id": author_id, "status": {"$ne": "trashed"}}
+    if updated_after is not None:
+        query["updated_at"] = {"$gt": updated_after}
+    if tags is not None:
+        query["tags"] = {"$in": list(tags)}
+    if note_ids is not None:
+        query["_id"] = {"$in": list(note_ids)}
+    return query
+
+
+def _require_object_id(author_id: object) -> None:
+    # A str would silently match nothing (chunks store ObjectIds): fail loudly instead.
+    if not isinstance(author_id, ObjectId):
+        raise TypeError("author_id must be a bson.ObjectId")
+
+
+def _object_ids(values: Sequence[ObjectId], name: str) -> list[ObjectId]:
+    out = _non_empty(list(values), name)
+    if not all(isinstance(v, ObjectId) for v in out):
+        raise TypeError(f"{name} must be bson.ObjectId values")
+    return out
+
+
+def _non_empty(values: list[T], name: str) -> list[T]:
+    if not values:
+        raise EmptyFilterError(f"empty {name} filter matches nothing")
+    return values

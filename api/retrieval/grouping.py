@@ -1,0 +1,221 @@
+"""Fold ranked chunk hits into ranked notes with merged, section-level matches.
+
+A note's score is built from the scores of ALL its hits by a named `NoteScorer`, so the
+formula can be tuned on labelled data (the benchmark does that; `DEFAULT_NOTE_SCORER` is the
+default and every entry point takes the scorer as a parameter):
+
+- `weighted_max_sum` — the roadmap's `0.7 × max + 0.3 × sum`: the best passage dominates,
+  every extra matching passage adds a little (a note matching in several places is more
+  likely the one asked about).
+- `max` — the best passage only (several weak matches never beat one strong one).
+- `max_decayed_sum` — best + ½·second + ¼·third … (extra matches help with diminishing
+  returns, so a long note with many weak matches cannot run away with the ranking).
+- `sum` — every passage counts fully (favours long notes; here for comparison).
+
+Section merging: hits of one note with the same `heading_path` that are adjacent in chunk
+order (no matched chunk of another section between them) become ONE `SectionMatch` spanning
+`min(start_offset)..max(end_offset)`. Its content is built as follows:
+- one chunk: the chunk's own `content_md` (for table/code fragments that is the fragment as
+  indexed, header row included);
+- several chunks and the note's full `content_md` known (`note_contents`): the exact slice
+  `content_md[start:end]`, so offsets and text agree and unmatched text between matched
+  chunks of the section is included (it *is* that section);
+- several chunks, note text unknown: the chunks' contents joined in chunk order with a blank
+  line, and a `…` line where chunks of the section were not matched (offsets still span the
+  whole range; the text then is not byte-identical to `content_md[start:end]`).
+Chunks of the same section separated by unmatched chunks are merged only while the merged
+span stays within `max_section_chars`, and never across a heading line (two sibling sections
+with the same title share a heading path; with the note text known the heading line between
+them keeps them apart). A section's score is the note scorer applied to its chunks' scores.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
+from itertools import pairwise
+
+from api.retrieval.models import ChunkHit, NoteMeta, NoteResult, SectionMatch, as_utc
+
+NoteScorer = Callable[[Sequence[float]], float]
+
+DEFAULT_NOTE_SCORER = "weighted_max_sum"
+DEFAULT_MAX_SECTION_CHARS = 6000
+GAP_MARKER = "…"
+
+# An ATX heading line (CommonMark allows up to three spaces of indentation).
+_HEADING_LINE = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)", re.MULTILINE)
+
+
+def weighted_max_sum(
+    scores: Sequence[float], *, max_weight: float = 0.7, sum_weight: float = 0.3
+) -> float:
+    """`max_weight × max + sum_weight × sum` (the roadmap's 0.7/0.3); 0 for no scores."""
+    if not scores:
+        return 0.0
+    return max_weight * max(scores) + sum_weight * sum(scores)
+
+
+def max_score(scores: Sequence[float]) -> float:
+    """The best score only; 0 for no scores."""
+    return max(scores, default=0.0)
+
+
+def max_decayed_sum(scores: Sequence[float], *, decay: float = 0.5) -> float:
+    """`s1 + decay·s2 + decay²·s3 + …` over scores sorted best first; 0 for no scores."""
+    total = 0.0
+    factor = 1.0
+    for s in sorted(scores, reverse=True):
+        total += factor * s
+        factor *= decay
+    return total
+
+
+def sum_scores(scores: Sequence[float]) -> float:
+    """Plain sum of scores."""
+    return float(sum(scores))
+
+
+NOTE_SCORERS: dict[str, NoteScorer] = {
+    "weighted_max_sum": weighted_max_sum,
+    "max": max_score,
+    "max_decayed_sum": max_decayed_sum,
+    "sum": sum_scores,
+}
+
+
+def resolve_note_scorer(score: str | NoteScorer, **params: float) -> NoteScorer:
+    """A scorer by name (see `NOTE_SCORERS`) or as given; `params` are bound as keyword
+    arguments (e.g. `resolve_note_scorer("max_decayed_sum", decay=0.3)`)."""
+    if callable(score):
+        return partial(score, **params) if params else score
+    try:
+        scorer = NOTE_SCORERS[score]
+    except KeyError:
+        raise ValueError(f"unknown note scorer {score!r}; known: {sorted(NOTE_SCORERS)}") from None
+    return partial(scorer, **params) if params else scorer
+
+
+def group_by_note(
+    hits: Iterable[ChunkHit],
+    notes: Mapping[str, NoteMeta],
+    *,
+    limit: int,
+    chunks_per_note: int,
+    score: str | NoteScorer = DEFAULT_NOTE_SCORER,
+    note_contents: Mapping[str, str] | None = None,
+    max_section_chars: int | None = DEFAULT_MAX_SECTION_CHARS,
+) -> list[NoteResult]:
+    """Group `hits` by parent note and rank the notes; see the module docstring.
+
+    `notes` holds the metadata of the notes the caller is allowed to return (the user's):
+    hits of notes missing from it, of another author, or of a version other than a known
+    `NoteMeta.indexed_version` are dropped. A chunk id seen twice counts once (best score).
+    Returns at most `limit` notes (best first; ties by note id), each with at most
+    `chunks_per_note` sections (best first; ties by position in the note).
+    """
+    if limit < 0:
+        raise ValueError("limit must be >= 0")
+    if chunks_per_note < 1:
+        raise ValueError("chunks_per_note must be >= 1")
+    scorer = resolve_note_scorer(score)
+
+    best: dict[str, ChunkHit] = {}
+    for hit in hits:
+        meta = notes.get(hit.note_id)
+        if meta is None or meta.author_id != hit.author_id:
+            continue
+        if meta.indexed_version is not None and hit.note_version != meta.indexed_version:
+            continue
+        seen = best.get(hit.chunk_id)
+        if seen is None or hit.score > seen.score:
+            best[hit.chunk_id] = hit
+
+    by_note: dict[str, list[ChunkHit]] = {}
+    for hit in best.values():
+        by_note.setdefault(hit.note_id, []).append(hit)
+
+    results: list[NoteResult] = []
+    for note_id, note_hits in by_note.items():
+        meta = notes[note_id]
+        content = note_contents.get(note_id) if note_contents is not None else None
+        sections = merge_sections(
+            note_hits, scorer=scorer, note_content=content, max_section_chars=max_section_chars
+        )
+        sections.sort(key=lambda s: (-s.score, s.start_offset, s.chunk_indexes[0]))
+        results.append(
+            NoteResult(
+                note_id=note_id,
+                title=meta.title,
+                tags=list(meta.tags),
+                updated_at=as_utc(meta.updated_at),
+                score=scorer([h.score for h in note_hits]),
+                matching_chunks=sections[:chunks_per_note],
+            )
+        )
+    results.sort(key=lambda r: (-r.score, r.note_id))
+    return results[:limit]
+
+
+def merge_sections(
+    hits: Sequence[ChunkHit],
+    *,
+    scorer: NoteScorer,
+    note_content: str | None = None,
+    max_section_chars: int | None = DEFAULT_MAX_SECTION_CHARS,
+) -> list[SectionMatch]:
+    """Merge one note's hits into sections (in note order); see the module docstring."""
+    ordered = sorted(hits, key=lambda h: (h.chunk_index, h.start_offset))
+    runs: list[list[ChunkHit]] = []
+    for hit in ordered:
+        if runs and _joins(runs[-1], hit, note_content, max_section_chars):
+            runs[-1].append(hit)
+        else:
+            runs.append([hit])
+    return [_section(run, scorer, note_content) for run in runs]
+
+
+def _joins(run: list[ChunkHit], hit: ChunkHit, content: str | None, max_chars: int | None) -> bool:
+    last = run[-1]
+    if hit.heading_path != last.heading_path:
+        return False
+    if content is not None and _valid_span(content, last.end_offset, hit.start_offset):
+        if _HEADING_LINE.search(content, last.end_offset, hit.start_offset):
+            return False
+    if hit.chunk_index == last.chunk_index + 1:
+        return True
+    if max_chars is None:
+        return True
+    return hit.end_offset - run[0].start_offset <= max_chars
+
+
+def _valid_span(content: str, start: int, end: int) -> bool:
+    return 0 <= start <= end <= len(content)
+
+
+def _section(run: list[ChunkHit], scorer: NoteScorer, content: str | None) -> SectionMatch:
+    first = run[0]
+    start = min(h.start_offset for h in run)
+    end = max(h.end_offset for h in run)
+    if len(run) == 1:
+        text = first.content_md
+    elif content is not None and _valid_span(content, start, end) and start < end:
+        text = content[start:end]
+    else:
+        parts = [first.content_md]
+        for prev, hit in pairwise(run):
+            if hit.chunk_index != prev.chunk_index + 1:
+                parts.append(GAP_MARKER)
+            parts.append(hit.content_md)
+        text = "\n\n".join(parts)
+    return SectionMatch(
+        chunk_ids=[h.chunk_id for h in run],
+        chunk_indexes=[h.chunk_index for h in run],
+        heading_path=list(first.heading_path),
+        section_path=first.section_path,
+        content_md=text,
+        start_offset=start,
+        end_offset=end,
+        score=scorer([h.score for h in run]),
+    )

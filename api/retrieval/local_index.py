@@ -1,0 +1,377 @@
+"""The in-process search index behind `SEARCH_BACKEND=local`.
+
+Serves the embedded default and self-managed MongoDB without `mongot`: exact cosine search
+over float32 matrices (`local_vectors`) and BM25 full-text search (`local_fulltext`, SQLite
+FTS5). The sync layer loads it from `note_chunks` at start-up and calls `replace_note` /
+`remove_note` / `update_note_meta` as the indexer commits; searches read it.
+
+Isolation by construction: everything is partitioned by `author_id`. Each author has their
+own vector matrix and their own FTS5 table, so a query only ever scans the querying
+author's chunks: another author's chunks can neither leak into results nor consume the
+limit, whatever the filters. User filters (tags ANY-of, note ids, updated after; see
+`SearchFilters`) become a set of allowed notes that masks rows *before* top-k selection.
+
+Versions: the index holds exactly one version of each note. `replace_note` swaps a note's
+chunks atomically for every reader: writers are serialised, and a reader sees either the
+old or the new chunks of a note, never none and never both (vector readers take an
+immutable snapshot; keyword readers and the filter evaluation run under the author's lock,
+which the writer holds while it swaps both stores). `search_hybrid` evaluates both
+retrievers against the same state. A `replace_note` with an older version than the one held
+is ignored (out-of-order sync events cannot roll a note back).
+
+Thread-safety: all methods may be called from any thread (the API runs searches in worker
+threads while the event loop applies updates). Vector products run outside every lock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import structlog
+
+from api.retrieval.local_fulltext import FullTextIndex
+from api.retrieval.local_vectors import VectorSnapshot, VectorStore, search_snapshot
+from api.retrieval.models import ChunkData, ChunkRecord, NoteMeta, SearchFilters, as_utc
+
+log = structlog.get_logger(__name__)
+
+ScoredChunks = list[tuple[ChunkData, float]]
+
+
+@dataclass(slots=True, frozen=True)
+class IndexStats:
+    """Counts of what the index holds."""
+
+    chunks: int
+    notes: int
+    authors: int
+    dimensions: int
+
+
+@dataclass(slots=True)
+class _NoteEntry:
+    meta: NoteMeta
+    version: int
+    ord: int
+    chunk_count: int
+    nbytes: int
+
+
+@dataclass(slots=True)
+class _Partition:
+    """One author's share of the index."""
+
+    vectors: VectorStore
+    fulltext: FullTextIndex
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    notes: dict[str, _NoteEntry] = field(default_factory=dict)
+    next_ord: int = 0
+
+
+class LocalIndex:
+    """Hybrid (vector + BM25) chunk index partitioned by author; see the module docstring.
+
+    `dimensions` is the embedding model's; `heading_weight`/`content_weight` weigh the
+    breadcrumb and content columns in BM25.
+    """
+
+    def __init__(
+        self, dimensions: int, *, heading_weight: float = 1.0, content_weight: float = 1.0
+    ) -> None:
+        if dimensions <= 0:
+            raise ValueError("dimensions must be positive")
+        self.dimensions = dimensions
+        self._weights = (heading_weight, content_weight)
+        self._write_lock = threading.Lock()
+        self._authors: dict[str, _Partition] = {}
+        self._note_author: dict[str, str] = {}
+
+    # ------------------------------------------------------------------ writes
+
+    def replace_note(self, note: NoteMeta, version: int, chunks: Sequence[ChunkRecord]) -> bool:
+        """Make `chunks` (all of `version`) the note's only searchable chunks, atomically.
+
+        Returns False (and changes nothing) when the index already holds a newer version.
+        Raises `ValueError` when a chunk belongs to another note, author or version, when
+        chunk ids repeat, or when a vector has the wrong shape.
+        """
+        self._validate(note, version, chunks)
+        vectors = np.empty((len(chunks), self.dimensions), dtype=np.float32)
+        for i, chunk in enumerate(chunks):
+            vectors[i] = _unit(chunk.vector)
+        data = [chunk.data() for chunk in chunks]
+        meta = dataclasses.replace(note, indexed_version=version)
+        with self._write_lock:
+            current = self._entry(note.note_id)
+            if current is not None and current.version > version:
+                log.debug(
+                    "local_index.stale_replace_ignored",
+                    note_id=note.note_id,
+                    held_version=current.version,
+                    version=version,
+                )
+                return False
+            old_author = self._note_author.get(note.note_id)
+            if old_author is not None and old_author != note.author_id:
+                self._remove_locked(note.note_id)
+            part = self._authors.get(note.author_id)
+            if part is None:
+                part = _Partition(
+                    vectors=VectorStore(self.dimensions),
+                    fulltext=FullTextIndex(
+                        heading_weight=self._weights[0], content_weight=self._weights[1]
+                    ),
+                )
+                self._authors[note.author_id] = part
+            entry = part.notes.get(note.note_id)
+            ord_ = entry.ord if entry is not None else part.next_ord
+            with part.lock:
+                part.fulltext.replace_note(ord_, data)
+                part.vectors.replace_note(ord_, data, vectors)
+                part.notes[note.note_id] = _NoteEntry(
+                    meta=meta,
+                    version=version,
+                    ord=ord_,
+                    chunk_count=len(data),
+                    nbytes=_meta_bytes(meta) + sum(_chunk_bytes(c) for c in data),
+                )
+                if entry is None:
+                    part.next_ord += 1
+            self._note_author[note.note_id] = note.author_id
+        return True
+
+    def remove_note(self, note_id: str) -> bool:
+        """Drop the note and all its chunks; False when it was not indexed."""
+        with self._write_lock:
+            return self._remove_locked(note_id)
+
+    def update_note_meta(self, note: NoteMeta) -> bool:
+        """Replace a held note's metadata (title, tags, updated_at) without touching its
+        chunks; filters see the new values at once. False when the note is not indexed."""
+        with self._write_lock:
+            author = self._note_author.get(note.note_id)
+            if author is None:
+                return False
+            if author != note.author_id:
+                raise ValueError("a note's author cannot change through update_note_meta")
+            part = self._authors[author]
+            with part.lock:
+                entry = part.notes[note.note_id]
+                meta = dataclasses.replace(note, indexed_version=entry.version)
+                entry.nbytes += _meta_bytes(meta) - _meta_bytes(entry.meta)
+                entry.meta = meta
+            return True
+
+    def close(self) -> None:
+        """Release every author's full-text database."""
+        with self._write_lock:
+            for part in self._authors.values():
+                with part.lock:
+                    part.fulltext.close()
+            self._authors.clear()
+            self._note_author.clear()
+
+    # ------------------------------------------------------------------ reads
+
+    def note_version(self, note_id: str) -> int | None:
+        """The version of the note the index holds, or None."""
+        entry = self._entry(note_id)
+        return entry.version if entry is not None else None
+
+    def note_meta(self, note_id: str) -> NoteMeta | None:
+        """The held metadata of a note (its `indexed_version` set), or None."""
+        entry = self._entry(note_id)
+        return entry.meta if entry is not None else None
+
+    def search_vector(
+        self,
+        author_id: str,
+        query_vector: np.ndarray,
+        k: int,
+        filters: SearchFilters | None = None,
+    ) -> ScoredChunks:
+        """The author's `k` chunks most similar to `query_vector` (cosine, best first),
+        among notes passing `filters` (applied before selection)."""
+        part = self._authors.get(author_id)
+        if part is None or k <= 0:
+            return []
+        with part.lock:
+            allowed = _allowed_ords(part, filters)
+            snapshot = part.vectors.snapshot
+        return _vector_search(snapshot, query_vector, k, allowed)
+
+    def search_keyword(
+        self, author_id: str, query: str, k: int, filters: SearchFilters | None = None
+    ) -> ScoredChunks:
+        """The author's `k` best chunks for `query` by BM25 (higher is better), among notes
+        passing `filters` (applied before ranking). Query syntax is never interpreted; a
+        query with no searchable term (empty, punctuation, stop words) returns []."""
+        part = self._authors.get(author_id)
+        if part is None or k <= 0:
+            return []
+        with part.lock:
+            allowed = _allowed_ords(part, filters)
+            if allowed is not None and not allowed:
+                return []
+            return part.fulltext.search(query, k, allowed)
+
+    def search_hybrid(
+        self,
+        author_id: str,
+        query_vector: np.ndarray | None,
+        query: str | None,
+        *,
+        k_vector: int,
+        k_keyword: int,
+        filters: SearchFilters | None = None,
+    ) -> tuple[ScoredChunks, ScoredChunks]:
+        """Vector and keyword results evaluated against ONE state of the index (the same
+        version of every note in both lists). Pass None to skip a retriever."""
+        part = self._authors.get(author_id)
+        if part is None:
+            return [], []
+        with part.lock:
+            allowed = _allowed_ords(part, filters)
+            snapshot = part.vectors.snapshot
+            keyword: ScoredChunks = []
+            if query is not None and k_keyword > 0 and (allowed is None or allowed):
+                keyword = part.fulltext.search(query, k_keyword, allowed)
+        vector: ScoredChunks = []
+        if query_vector is not None and k_vector > 0:
+            vector = _vector_search(snapshot, query_vector, k_vector, allowed)
+        return vector, keyword
+
+    def stats(self) -> IndexStats:
+        """Chunks, notes and authors held."""
+        parts = list(self._authors.values())
+        return IndexStats(
+            chunks=sum(p.vectors.snapshot.live for p in parts),
+            notes=len(self._note_author),
+            authors=len(parts),
+            dimensions=self.dimensions,
+        )
+
+    def memory_bytes(self) -> int:
+        """Estimated bytes held: vector buffers (allocated capacity, tombstones included),
+        FTS5 pages and per-connection cost, and the Python objects of chunks and notes
+        (`sys.getsizeof` of each object, string and list)."""
+        total = sys.getsizeof(self._authors) + sys.getsizeof(self._note_author)
+        for part in list(self._authors.values()):
+            with part.lock:
+                total += part.vectors.memory_bytes() + part.fulltext.memory_bytes()
+                total += sys.getsizeof(part.notes)
+                total += sum(e.nbytes + 120 for e in part.notes.values())
+        return total
+
+    # ------------------------------------------------------------------ internals
+
+    def _entry(self, note_id: str) -> _NoteEntry | None:
+        author = self._note_author.get(note_id)
+        part = self._authors.get(author) if author is not None else None
+        return part.notes.get(note_id) if part is not None else None
+
+    def _remove_locked(self, note_id: str) -> bool:
+        author = self._note_author.pop(note_id, None)
+        if author is None:
+            return False
+        part = self._authors[author]
+        with part.lock:
+            entry = part.notes.pop(note_id)
+            part.fulltext.remove_note(entry.ord)
+            part.vectors.remove_note(entry.ord)
+        if not part.notes:
+            # Readers holding this partition finish on it; the connection closes with it.
+            del self._authors[author]
+        return True
+
+    def _validate(self, note: NoteMeta, version: int, chunks: Sequence[ChunkRecord]) -> None:
+        seen: set[str] = set()
+        for chunk in chunks:
+            if chunk.note_id != note.note_id or chunk.author_id != note.author_id:
+                raise ValueError(f"chunk {chunk.chunk_id} belongs to another note or author")
+            if chunk.note_version != version:
+                raise ValueError(
+                    f"chunk {chunk.chunk_id} has version {chunk.note_version}, not {version}"
+                )
+            if chunk.chunk_id in seen:
+                raise ValueError(f"chunk id {chunk.chunk_id} appears twice")
+            seen.add(chunk.chunk_id)
+            shape = np.shape(chunk.vector)
+            if shape != (self.dimensions,):
+                raise ValueError(
+                    f"chunk {chunk.chunk_id} vector has shape {shape}, "
+                    f"expected ({self.dimensions},)"
+                )
+
+
+def _vector_search(
+    snapshot: VectorSnapshot, query_vector: np.ndarray, k: int, allowed: list[int] | None
+) -> ScoredChunks:
+    if allowed is not None and not allowed:
+        return []
+    ords = None if allowed is None else np.asarray(allowed, dtype=np.int64)
+    return search_snapshot(snapshot, query_vector, k, ords)
+
+
+def _allowed_ords(part: _Partition, filters: SearchFilters | None) -> list[int] | None:
+    """Ordinals of the author's notes passing `filters`; None when nothing is filtered.
+    Called under the partition lock."""
+    if filters is None or filters.is_empty:
+        return None
+    if filters.note_ids is not None:
+        entries: Iterable[_NoteEntry] = (
+            e for e in (part.notes.get(n) for n in set(filters.note_ids)) if e is not None
+        )
+    else:
+        entries = part.notes.values()
+    tags = set(filters.tags) if filters.tags is not None else None
+    after = as_utc(filters.updated_after) if filters.updated_after is not None else None
+    allowed: list[int] = []
+    for entry in entries:
+        meta = entry.meta
+        if tags is not None and tags.isdisjoint(meta.tags):
+            continue
+        if after is not None and as_utc(meta.updated_at) <= after:
+            continue
+        allowed.append(entry.ord)
+    return allowed
+
+
+def _unit(vector: np.ndarray) -> np.ndarray:
+    v = np.asarray(vector, dtype=np.float32)
+    if not np.isfinite(v).all():
+        raise ValueError("vectors must be finite")
+    norm = float(np.linalg.norm(v))
+    return v / norm if norm > 0 else v
+
+
+def _str_list_bytes(values: list[str]) -> int:
+    return sys.getsizeof(values) + sum(sys.getsizeof(v) for v in values)
+
+
+def _chunk_bytes(chunk: ChunkData) -> int:
+    return (
+        sys.getsizeof(chunk)
+        + sys.getsizeof(chunk.chunk_id)
+        + sys.getsizeof(chunk.note_id)
+        + sys.getsizeof(chunk.author_id)
+        + sys.getsizeof(chunk.section_path)
+        + sys.getsizeof(chunk.content_md)
+        + sys.getsizeof(chunk.chunk_type)
+        + _str_list_bytes(chunk.heading_path)
+        + _str_list_bytes(chunk.tags)
+    )
+
+
+def _meta_bytes(meta: NoteMeta) -> int:
+    return (
+        sys.getsizeof(meta)
+        + sys.getsizeof(meta.note_id)
+        + sys.getsizeof(meta.title)
+        + _str_list_bytes(meta.tags)
+    )
