@@ -103,7 +103,10 @@ def benchmark_size(
     return results
 
 
-def scaling(docs: dict[str, str], max_tokens: int = 300, repeats: int = 3) -> list[list[Any]]:
+def scaling(
+    docs: dict[str, str], max_tokens: int = 300, repeats: int = 3,
+    factors: tuple[int, ...] = SCALE_FACTORS,
+) -> list[list[Any]]:
     """Ours and the floor on documents replicated ×1/×4/×16: time per MB should stay flat."""
     from benchmarks.chunking_peers import floor_competitor, ours_competitor
 
@@ -111,7 +114,7 @@ def scaling(docs: dict[str, str], max_tokens: int = 300, repeats: int = 3) -> li
     rows: list[list[Any]] = []
     for name, text in docs.items():
         base_per_mb: float | None = None
-        for factor in SCALE_FACTORS:
+        for factor in factors:
             big = "\n\n".join([text] * factor)
             mb = len(big.encode("utf-8")) / 1e6
             t = time_interleaved(

@@ -166,7 +166,10 @@ def locate_in_order(
             if hit < 0:
                 unlocated += len(piece)
                 continue
-            ranges.append((hit, hit + len(piece)))
+            if ranges and ranges[-1][1] == hit:
+                ranges[-1] = (ranges[-1][0], hit + len(piece))
+            else:
+                ranges.append((hit, hit + len(piece)))
             cursor = hit + len(piece)
             window_end = cursor + len(target) + 1024
         out.append(ranges)

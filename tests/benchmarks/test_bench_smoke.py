@@ -1,0 +1,241 @@
+"""Smoke runs of the benchmark scripts' core functions on small inputs (seconds), so the
+scripts cannot rot, plus direct tests of the pure metric code they rely on."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks import chunk_quality, common
+from benchmarks.baseline_regex_chunker import BaselineRegexChunker
+from benchmarks.chroma_eval import (
+    Question,
+    Span,
+    evaluate,
+    load_corpora,
+    load_questions,
+    score_question,
+)
+from benchmarks.sample_note import realistic_note
+from benchmarks.structure_quality import (
+    ChunkView,
+    check_structure,
+    locate_in_order,
+    parse_document,
+)
+
+common.set_offline_env()
+SHARED = common.shared_dir()
+needs_shared = pytest.mark.skipif(
+    not (SHARED / "eval/chroma/questions_df.csv").exists(), reason="../shared eval data absent"
+)
+
+DOC = """# Title
+
+Intro paragraph with words.
+
+```python
+x = 1
+y = 2
+```
+
+| a | b |
+|---|---|
+| 1 | 2 |
+| 3 | 4 |
+
+## Empty heading
+## Next
+
+Tail text.
+"""
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+# -- common -----------------------------------------------------------------------------
+
+
+def test_update_section_creates_replaces_and_preserves(tmp_path: Path) -> None:
+    report = tmp_path / "BENCHMARKS.md"
+    common.update_section("one", "first body", path=report)
+    common.update_section("two", "second body", path=report)
+    common.update_section("one", "new body", path=report)
+    text = report.read_text()
+    assert text.startswith("# Benchmarks\n")
+    assert "<!-- bench:one -->\nnew body\n<!-- /bench:one -->" in text
+    assert "first body" not in text
+    assert "<!-- bench:two -->\nsecond body\n<!-- /bench:two -->" in text
+    assert text.index("bench:one") < text.index("bench:two")  # order kept
+
+
+def test_time_interleaved_runs_each_competitor_repeats_plus_warmup() -> None:
+    calls = {"a": 0, "b": 0}
+
+    def bump(name: str) -> None:
+        calls[name] += 1
+
+    timings = common.time_interleaved({"a": lambda: bump("a"), "b": lambda: bump("b")}, 4)
+    assert calls == {"a": 5, "b": 5}
+    assert all(len(t.samples) == 4 and t.median >= 0 for t in timings.values())
+
+
+def test_no_network_blocks_and_records() -> None:
+    import socket
+
+    with common.no_network() as attempts, pytest.raises(OSError):
+        socket.create_connection(("example.org", 80), timeout=1)
+    assert attempts and "example.org" in attempts[0]
+
+
+# -- baseline and structure checks ------------------------------------------------------
+
+
+def test_baseline_is_the_roadmap_algorithm_with_its_defects() -> None:
+    # 590-char paragraphs ≈ 147 "tokens": each fills a chunk alone, so the tail is alone.
+    note = "## Intro\nSome text.\n\n## Big\n\n" + "\n\n".join(["p" * 590] * 4)
+    note += "\n\nthe end of the section"
+    chunks = BaselineRegexChunker(max_chunk_tokens=150).chunk_note(note, "T")
+    # Injected title makes a heading-only first chunk; len//4 estimate.
+    assert chunks[0].content_md == "# T\n\n"
+    assert all(c.token_count == len(c.content_md) // 4 for c in chunks)
+    # The short last paragraph ("end") of the oversized section is dropped.
+    assert not any("the end" in c.content_md for c in chunks)
+    assert [c.chunk_type for c in chunks].count("paragraph") == 4
+
+
+def test_structure_metrics_detect_each_defect() -> None:
+    doc = parse_document(DOC)
+    fence = DOC.index("```python")
+    table = DOC.index("| a |")
+    row3 = DOC.index("| 3 |")
+    good = [ChunkView(DOC[: DOC.index("## Empty")], 0, DOC.index("## Empty")),
+            ChunkView(DOC[DOC.index("## Next"):], DOC.index("## Next"), len(DOC))]
+    ok = check_structure(doc, good, limit=100, count_tokens=_words)
+    assert (ok.split_fences, ok.split_tables, ok.heading_only, ok.dropped_chars) == (0, 0, 0, 0)
+
+    bad = [
+        ChunkView(DOC[: fence + 15]),  # splits the fence after "x = 1"
+        ChunkView(DOC[fence + 15: row3]),
+        ChunkView(DOC[row3: DOC.index("## Next")]),  # table rows without header
+        ChunkView("## Next\n"),  # heading only
+        # "Tail text." dropped entirely
+    ]
+    stats = check_structure(doc, bad, limit=3, count_tokens=_words)
+    assert stats.split_fences == 1
+    assert stats.split_tables == 1
+    assert stats.heading_only == 1
+    assert stats.dropped_chars == len("Tailtext.")
+    assert stats.over_limit == 3 and stats.max_tokens > 3
+    assert table < row3
+
+
+def test_locate_in_order_ignores_whitespace_and_counts_synthetic_text() -> None:
+    doc = parse_document(DOC)
+    ranges, unlocated = locate_in_order(doc, ["#  Injected\nIntro paragraph\n  with words.",
+                                              "Tail    text."])
+    assert unlocated == len("#Injected")
+    assert doc.ns[ranges[0][0][0]:ranges[0][0][1]] == "Introparagraphwithwords."
+    assert doc.ns[ranges[1][0][0]:ranges[1][0][1]] == "Tailtext."
+
+
+def test_realistic_note_is_deterministic_and_exact_length() -> None:
+    note = realistic_note(1000)
+    assert note == realistic_note(1000)
+    assert note.count("\n") == 1000
+    parsed = parse_document(note)
+    assert len(parsed.fences) >= 5 and len(parsed.tables) >= 1
+
+
+# -- chunking benchmark -----------------------------------------------------------------
+
+
+def test_chunking_benchmark_smoke() -> None:
+    from benchmarks.chunking import OURS, benchmark_size, render, scaling
+
+    docs = {"small note": realistic_note(60, seed=7)}
+    results = benchmark_size(docs, 200, repeats=1)
+    res = results[0]
+    assert {"ours", "floor (parse+encode)", "roadmap regex"} <= set(res.timings)
+    assert len(res.timings) == 7 and len(res.structure) == 6
+    ours = res.structure[OURS]
+    assert ours.chunks > 3
+    assert (ours.split_fences, ours.split_tables, ours.heading_only, ours.dropped_chars,
+            ours.over_limit, ours.over_input_limit) == (0, 0, 0, 0, 0, 0)
+    rows = scaling(docs, max_tokens=200, repeats=1, factors=(1, 2))
+    assert [r[1] for r in rows] == ["×1", "×2"]
+    text = render({200: results}, rows, [])
+    assert "ours / floor" in text and "Structure quality at 200" in text
+    assert "Linear scaling" in text
+
+
+# -- chunk quality ----------------------------------------------------------------------
+
+
+def test_score_question_matches_report_definitions() -> None:
+    refs = [(10, 20), (30, 40)]
+    retrieved = [(0, 15, True), (12, 35, True), (100, 150, False)]
+    recall, precision, iou = score_question(retrieved, refs)
+    # intersections: [10,15) ∪ [12,20) ∪ [30,35) = 10 + 5 = 15 chars of 20
+    assert recall == pytest.approx(15 / 20)
+    assert precision == pytest.approx(15 / (15 + 23 + 50))  # Σ|retrieved| incl. other corpus
+    assert iou == pytest.approx(15 / (15 + 23 + 50 + 5))  # + unretrieved [35,40)
+
+
+def test_evaluate_scopes_differ_only_by_foreign_candidates() -> None:
+    questions = [Question("q", "a", ((0, 10),))]
+    spans = {"a": [Span(0, 10, "x"), Span(10, 20, "y")], "b": [Span(0, 50, "z")]}
+    vecs = {"a": np.array([[1.0, 0.0], [0.0, 1.0]]), "b": np.array([[0.8, 0.6]])}
+    q = np.array([[1.0, 0.0]])
+    own = evaluate(questions, q, spans, vecs, k=2, scope="corpus")
+    allc = evaluate(questions, q, spans, vecs, k=2, scope="global")
+    assert own.recall == allc.recall == 1.0
+    assert own.precision == pytest.approx(10 / 20)
+    assert allc.precision == pytest.approx(10 / 60)  # the foreign chunk was 2nd best
+
+
+@needs_shared
+def test_chunk_quality_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from api.services.chunking.tokenizer import tiktoken_tokenizer
+    from connectors.embeddings.local import LocalEmbedder
+
+    monkeypatch.setattr(chunk_quality, "DATA_DIR", tmp_path)
+    data = SHARED / "eval/chroma"
+    full = load_corpora(data / "corpora")
+    corpus = full["state_of_the_union"][:3000]
+    corpora = {"state_of_the_union": corpus}
+    questions = [q for q in load_questions(data / "questions_df.csv", full)
+                 if q.corpus_id == "state_of_the_union" and max(e for _, e in q.references) <= 3000]
+    assert len(questions) >= 3
+    embedder = LocalEmbedder()
+    qvecs = chunk_quality.embed_cached(embedder, "q", [q.text for q in questions], True)
+    count = tiktoken_tokenizer("cl100k_base").count
+    specs = [s for s in chunk_quality.default_specs(embedder)
+             if s.label.startswith(("ours 200 (MiniLM", "RecursiveCharacter"))]
+    results = [chunk_quality.evaluate_chunker(s, corpora, questions, qvecs, embedder, count)
+               for s in specs]
+    for res in results:
+        assert 0.0 <= res.corpus.iou <= res.corpus.recall <= 1.0
+        assert res.sizes["chunks"] >= 3
+    ours = results[0]
+    assert ours.sizes["over_model_limit"] == 0 and ours.sizes["p90_tokens"] <= 200
+    assert len(list(tmp_path.glob("emb-*.npy"))) == 3  # questions + 2 chunkers cached
+    text = chunk_quality.render(results, len(questions), 5, [])
+    assert "Acceptance (own-corpus retrieval)" in text and "75.7" in text
+
+
+@needs_shared
+def test_peer_span_makers_return_exact_in_order_slices() -> None:
+    corpus = load_corpora(SHARED / "eval/chroma/corpora")["chatlogs"][:8000]
+    fixed = chunk_quality.fixed_token_spans(200)("chatlogs", corpus)
+    assert fixed[0].start == 0 and fixed[-1].end == len(corpus)
+    assert all(a.end == b.start for a, b in itertools.pairwise(fixed))
+    assert all(s.embed_text == corpus[s.start:s.end] for s in fixed)
+    recursive = chunk_quality.recursive_token_spans(200)("chatlogs", corpus)
+    assert all(s.embed_text == corpus[s.start:s.end] for s in recursive)
+    assert all(a.end <= b.start for a, b in itertools.pairwise(recursive))
