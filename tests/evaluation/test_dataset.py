@@ -207,6 +207,8 @@ def test_notes_have_the_intended_variety(splits: dict[str, Dataset]) -> None:
     assert any(n.content_md.startswith("---\n") for n in notes), "front matter"
     assert any("\r\n" in n.content_md for n in notes), "a note with Windows line endings"
     assert any(not scan_headings(n.content_md) for n in notes), "notes without headings"
+    levels = Counter(h.level for n in notes for h in scan_headings(n.content_md))
+    assert levels[2] > levels[3] > levels[4] > 0, "mostly h2/h3, some h4"
     generic = Counter(h.text for n in notes for h in scan_headings(n.content_md))
     assert all(generic[h] >= 3 for h in ("Overview", "Troubleshooting", "Notes", "Setup"))
 
