@@ -8,11 +8,12 @@ similarity is a dot product.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
-from api.services.chunking.tokenizer import Tokenizer
+if TYPE_CHECKING:
+    from api.services.chunking.tokenizer import Tokenizer
 
 
 @dataclass(frozen=True, slots=True)
