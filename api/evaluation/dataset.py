@@ -79,6 +79,10 @@ class Note:
                 return section
         return None
 
+    def sections_in(self, start: int, end: int) -> list[Section]:
+        """Leaf sections whose body overlaps `[start, end)`: what a retrieved chunk cites."""
+        return [s for s in self.sections if max(start, s.span[0]) < min(end, s.span[1])]
+
 
 @dataclass(frozen=True, slots=True)
 class Gold:
@@ -87,6 +91,10 @@ class Gold:
     note_id: str
     headings: tuple[str, ...]
     span: tuple[int, int]
+
+    def overlaps(self, note_id: str, start: int, end: int) -> bool:
+        """Whether a retrieved chunk `[start, end)` of `note_id` hits this gold section."""
+        return note_id == self.note_id and max(start, self.span[0]) < min(end, self.span[1])
 
 
 @dataclass(frozen=True, slots=True)

@@ -157,6 +157,23 @@ def test_load_dataset_reads_utf8_files(tmp_path: Path) -> None:
     assert dataset.notes["n1"].section_at(NOTE_MD.index("## Log")) is None
 
 
+def test_chunk_offsets_map_to_sections_and_gold_hits() -> None:
+    notes = parse_notes(_jsonl(_note()))
+    (q,) = parse_questions(
+        _jsonl(_question([{"note_id": "n1", "headings": ["Tap", "Fix"]}])), notes
+    )
+    gold, note = q.gold[0], notes["n1"]
+    # A chunk that starts on the heading line still cites the section whose text it holds.
+    heading_start = NOTE_MD.index("### Fix")
+    chunk = (heading_start, gold.span[1])
+    assert [s.headings for s in note.sections_in(*chunk)] == [("Tap", "Fix")]
+    assert gold.overlaps("n1", *chunk)
+    assert not gold.overlaps("n2", *chunk)
+    assert not gold.overlaps("n1", heading_start, gold.span[0])  # heading line only
+    whole = note.sections_in(0, len(NOTE_MD))
+    assert [s.headings for s in whole] == [(), ("Tap", "Fix"), ("Log",)]
+
+
 # --- the shipped dataset -------------------------------------------------------------
 
 
