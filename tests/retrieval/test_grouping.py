@@ -1,0 +1,188 @@
+"""Grouping hits into notes: note scorers, section merging, limits, guards."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import pytest
+
+from api.retrieval.grouping import (
+    GAP_MARKER,
+    NOTE_SCORERS,
+    group_by_note,
+    max_decayed_sum,
+    max_score,
+    resolve_note_scorer,
+    sum_scores,
+    weighted_max_sum,
+)
+from api.retrieval.models import NoteMeta
+from tests.retrieval.builders import hit, note
+
+
+def test_scorers_hand_computed() -> None:
+    assert weighted_max_sum([0.5, 0.3]) == pytest.approx(0.7 * 0.5 + 0.3 * 0.8)
+    assert max_score([0.2, 0.8, 0.4]) == pytest.approx(0.8)
+    assert max_decayed_sum([0.2, 0.8, 0.4]) == pytest.approx(0.8 + 0.5 * 0.4 + 0.25 * 0.2)
+    assert max_decayed_sum([0.2, 0.8], decay=0.1) == pytest.approx(0.8 + 0.02)
+    assert sum_scores([0.2, 0.8]) == pytest.approx(1.0)
+    for scorer in NOTE_SCORERS.values():
+        assert scorer([]) == 0.0
+
+
+def test_resolve_note_scorer() -> None:
+    assert resolve_note_scorer("max") is max_score
+    bound = resolve_note_scorer("weighted_max_sum", max_weight=1.0, sum_weight=0.0)
+    assert bound([0.4, 0.3]) == pytest.approx(0.4)
+    custom = partial(max_decayed_sum, decay=0.0)
+    assert resolve_note_scorer(custom)([0.4, 0.3]) == pytest.approx(0.4)
+    with pytest.raises(ValueError, match="unknown note scorer"):
+        resolve_note_scorer("nope")
+
+
+def _two_notes() -> tuple[list, dict[str, NoteMeta]]:
+    # Note A: one strong chunk. Note B: three medium chunks in different sections.
+    hits = [
+        hit("A", 0, 0.9),
+        hit("B", 0, 0.5, start=0),
+        hit("B", 1, 0.5, start=100),
+        hit("B", 2, 0.5, start=200),
+    ]
+    return hits, {"A": note("A"), "B": note("B")}
+
+
+@pytest.mark.parametrize(
+    ("scorer", "expected_order", "expected_scores"),
+    [
+        ("weighted_max_sum", ["A", "B"], {"A": 0.9, "B": 0.35 + 0.45}),
+        ("max", ["A", "B"], {"A": 0.9, "B": 0.5}),
+        ("sum", ["B", "A"], {"A": 0.9, "B": 1.5}),
+        ("max_decayed_sum", ["A", "B"], {"A": 0.9, "B": 0.5 + 0.25 + 0.125}),
+    ],
+)
+def test_note_score_comes_from_the_chosen_scorer(
+    scorer: str, expected_order: list[str], expected_scores: dict[str, float]
+) -> None:
+    hits, notes = _two_notes()
+    results = group_by_note(hits, notes, limit=10, chunks_per_note=5, score=scorer)
+    assert [r.note_id for r in results] == expected_order
+    assert {r.note_id: r.score for r in results} == pytest.approx(expected_scores)
+
+
+def test_result_fields_and_limits() -> None:
+    hits, notes = _two_notes()
+    results = group_by_note(hits, notes, limit=1, chunks_per_note=2)
+    assert len(results) == 1
+    top = results[0]
+    assert (top.note_id, top.title, top.tags) == ("A", "Note A", [])
+    assert top.updated_at == notes["A"].updated_at
+    results = group_by_note(hits, notes, limit=5, chunks_per_note=2)
+    b = results[1]
+    assert len(b.matching_chunks) == 2  # three sections, capped at two
+    # Equal scores: ordered by position in the note.
+    assert [s.start_offset for s in b.matching_chunks] == [0, 100]
+    with pytest.raises(ValueError):
+        group_by_note(hits, notes, limit=5, chunks_per_note=0)
+    assert group_by_note(hits, notes, limit=0, chunks_per_note=1) == []
+
+
+def test_sections_ordered_by_score() -> None:
+    hits = [hit("A", 0, 0.2, start=0), hit("A", 1, 0.8, start=50), hit("A", 2, 0.5, start=90)]
+    (result,) = group_by_note(hits, {"A": note("A")}, limit=3, chunks_per_note=3, score="max")
+    assert [s.chunk_indexes for s in result.matching_chunks] == [[1], [2], [0]]
+    assert [s.score for s in result.matching_chunks] == pytest.approx([0.8, 0.5, 0.2])
+
+
+def test_adjacent_chunks_of_one_section_merge_into_one_span() -> None:
+    path = ["Guide", "Install"]
+    content = "# Guide\n\n## Install\n\nFirst part of install.\n\nSecond part of install.\n"
+    s1 = content.index("First")
+    s2 = content.index("Second")
+    first = hit("A", 3, 0.6, heading=path, start=s1, text="First part of install.")
+    second = hit("A", 4, 0.4, heading=path, start=s2, text="Second part of install.")
+    other = hit("A", 7, 0.3, heading=["Guide", "Usage"], start=200, text="usage")
+    notes = {"A": note("A")}
+
+    (result,) = group_by_note([second, other, first], notes, limit=1, chunks_per_note=5)
+    merged = result.matching_chunks[0]
+    assert merged.chunk_indexes == [3, 4]
+    assert merged.chunk_ids == [first.chunk_id, second.chunk_id]
+    assert (merged.start_offset, merged.end_offset) == (s1, second.end_offset)
+    assert merged.heading_path == path and merged.section_path == "Guide > Install"
+    assert merged.content_md == "First part of install.\n\nSecond part of install."
+    assert merged.score == pytest.approx(weighted_max_sum([0.6, 0.4]))
+    assert len(result.matching_chunks) == 2
+
+    # With the note text, the content is the exact slice of the merged span.
+    (exact,) = group_by_note(
+        [first, second], notes, limit=1, chunks_per_note=5, note_contents={"A": content}
+    )
+    section = exact.matching_chunks[0]
+    assert section.content_md == content[section.start_offset : section.end_offset]
+
+
+def test_gap_inside_a_section_is_marked_or_sliced() -> None:
+    path = ["T", "Long section"]
+    content = "## Long section\n\nalpha one.\n\nbeta two.\n\ngamma three.\n"
+    a = hit("A", 0, 0.9, heading=path, start=content.index("alpha"), text="alpha one.")
+    c = hit("A", 2, 0.7, heading=path, start=content.index("gamma"), text="gamma three.")
+    notes = {"A": note("A")}
+    (joined,) = group_by_note([a, c], notes, limit=1, chunks_per_note=3)
+    assert joined.matching_chunks[0].content_md == f"alpha one.\n\n{GAP_MARKER}\n\ngamma three."
+    (sliced,) = group_by_note(
+        [a, c], notes, limit=1, chunks_per_note=3, note_contents={"A": content}
+    )
+    assert sliced.matching_chunks[0].content_md == "alpha one.\n\nbeta two.\n\ngamma three."
+    # A gap wider than max_section_chars is not bridged.
+    (split,) = group_by_note([a, c], notes, limit=1, chunks_per_note=3, max_section_chars=10)
+    assert [s.chunk_indexes for s in split.matching_chunks] == [[0], [2]]
+
+
+def test_matched_chunk_of_another_section_between_prevents_merge() -> None:
+    same = ["T", "A"]
+    hits = [
+        hit("N", 0, 0.5, heading=same, start=0),
+        hit("N", 1, 0.5, heading=["T", "A", "Sub"], start=100),
+        hit("N", 2, 0.5, heading=same, start=200),
+    ]
+    (result,) = group_by_note(hits, {"N": note("N")}, limit=1, chunks_per_note=5)
+    assert sorted(s.chunk_indexes for s in result.matching_chunks) == [[0], [1], [2]]
+
+
+def test_sibling_sections_with_the_same_title_stay_apart_when_text_is_known() -> None:
+    content = "## Example\n\nfirst example body\n\n## Example\n\nsecond example body\n"
+    path = ["T", "Example"]
+    a = hit("N", 0, 0.5, heading=path, start=content.index("first"), text="first example body")
+    b = hit("N", 1, 0.5, heading=path, start=content.index("second"), text="second example body")
+    (result,) = group_by_note(
+        [a, b], {"N": note("N")}, limit=1, chunks_per_note=5, note_contents={"N": content}
+    )
+    assert [s.chunk_indexes for s in result.matching_chunks] == [[0], [1]]
+
+
+def test_hits_outside_the_allowed_notes_or_versions_are_dropped() -> None:
+    meta = note("A")
+    current = NoteMeta(
+        note_id="A",
+        author_id="alice",
+        title="A",
+        tags=[],
+        updated_at=meta.updated_at,
+        indexed_version=2,
+    )
+    hits = [
+        hit("A", 0, 0.9, version=1),  # stale version
+        hit("A", 1, 0.4, version=2),
+        hit("X", 0, 0.99),  # note the caller did not allow
+        hit("A", 2, 0.95, author_id="mallory", version=2),  # author mismatch
+    ]
+    (result,) = group_by_note(hits, {"A": current}, limit=5, chunks_per_note=5, score="max")
+    assert [s.chunk_ids for s in result.matching_chunks] == [["A:1"]]
+    assert result.score == pytest.approx(0.4)
+
+
+def test_duplicate_chunk_counts_once_with_best_score() -> None:
+    hits = [hit("A", 0, 0.3), hit("A", 0, 0.6)]
+    (result,) = group_by_note(hits, {"A": note("A")}, limit=1, chunks_per_note=5, score="sum")
+    assert result.score == pytest.approx(0.6)
+    assert len(result.matching_chunks) == 1
