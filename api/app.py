@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
 
 import structlog
 from bson import ObjectId
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
+from pymongo.asynchronous.database import AsyncDatabase
 
 from api.config import Settings, load_settings
 from api.db.client import create_client, ensure_indexes
@@ -20,11 +22,21 @@ from api.indexing.chunks_repository import ChunksRepository
 from api.indexing.runtime import build_indexing
 from api.logging import configure_logging
 from api.middleware import BodyLimitMiddleware, RequestContextMiddleware
-from api.notes.repository import NotesRepository
+from api.notes.repository import NotesRepository, NotesSearchQueries
 from api.notes.routes import router as notes_router
 from api.notes.service import NotesService
 from api.observability import setup_telemetry
-from api.providers import build_chunker, build_embedder, build_openai_client
+from api.providers import (
+    build_chunker,
+    build_embedder,
+    build_openai_client,
+    embedding_model_key,
+)
+from api.retrieval.backends import AtlasBackend, LocalBackend, detect_backend
+from api.retrieval.local_index import LocalIndex
+from api.retrieval.routes import router as search_router
+from api.retrieval.service import RetrievalService
+from api.retrieval.sync import LocalIndexSync
 from api.users.repository import UsersRepository
 from api.users.routes import router as users_router
 from api.users.service import UsersService
@@ -39,6 +51,31 @@ def _banner(key: str, key_file: str) -> None:
         "http://127.0.0.1:8000/v1/notes\n" + "=" * 72 + "\n",
         flush=True,
     )
+
+
+async def build_search(
+    settings: Settings, db: AsyncDatabase, embedder: Any
+) -> tuple[RetrievalService, LocalIndexSync | None]:
+    """The search backend SEARCH_BACKEND asks for (auto: probe the server), loaded."""
+    backend_name = settings.search_backend
+    if backend_name == "auto":
+        backend_name = await detect_backend(db)
+    sync = None
+    backend: Any
+    if backend_name == "local":
+        index = LocalIndex(embedder.dimensions)
+        sync = LocalIndexSync(db, index, model_key=embedding_model_key(embedder))
+        await sync.start()
+        backend = LocalBackend(index)
+    else:
+        backend = AtlasBackend(
+            db, vector_index=settings.atlas_vector_index, text_index=settings.atlas_text_index
+        )
+    log.info("search.backend", backend=backend_name)
+    service = RetrievalService(
+        backend, embedder, NotesSearchQueries(db), chunking_enabled=settings.chunking_enabled
+    )
+    return service, sync
 
 
 def build_lifespan(settings: Settings):
@@ -74,12 +111,16 @@ def build_lifespan(settings: Settings):
                 ),
                 rate_per_minute=settings.autonote_rate_limit_per_minute,
             )
+            search, sync = await build_search(settings, db, embedder)
+            if sync is not None:
+                stack.push_async_callback(sync.stop)
             indexing = build_indexing(
                 settings,
                 db,
                 chunker=chunker,
                 embedder=embedder,
                 concurrency=settings.autonote_index_workers,
+                listeners=[sync.refresh_note] if sync is not None else [],
             )
 
             async def on_change(note_id: ObjectId) -> bool:
@@ -99,6 +140,7 @@ def build_lifespan(settings: Settings):
                 chunking_strategy=chunker.strategy,
                 chunking_version=chunker.version,
                 on_change=on_change,
+                on_purge=sync.remove if sync is not None else None,
             )
             app.state.container = Container(
                 settings=settings,
@@ -108,6 +150,7 @@ def build_lifespan(settings: Settings):
                 notes=notes,
                 embedded=embedded,
                 indexing=indexing,
+                search=search,
                 embedder=embedder,
                 chunker=chunker,
             )
@@ -124,7 +167,6 @@ def build_lifespan(settings: Settings):
                 embedded=embedded is not None,
                 embedding_model=embedder.model,
                 chunking_version=chunker.version,
-                on_change=on_change,
             )
             yield
             log.info("app.stopping")
@@ -151,6 +193,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RequestContextMiddleware)
     app.include_router(notes_router)
     app.include_router(users_router)
+    app.include_router(search_router)
 
     @app.get("/healthz", tags=["ops"])
     async def healthz() -> dict[str, str]:

@@ -30,6 +30,8 @@ class Container:
     indexing: Indexing | None = None
     embedder: Any = None  # connectors.embeddings.base.Embedder
     chunker: Any = None  # api.services.chunking strategy object
+    search: Any = None  # api.retrieval.service.RetrievalService
+    chat: Any = None  # api.chat.service.ChatService
     embedded: EmbeddedMongo | None = None
 
 

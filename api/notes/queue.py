@@ -188,11 +188,13 @@ class IndexQueue:
         return {doc["_id"] async for doc in cursor}
 
     async def indexed_since(
-        self, since: datetime | None, limit: int = 1000
+        self, since: datetime | None, limit: int = 1000, *, inclusive: bool = False
     ) -> list[dict[str, Any]]:
-        """Notes whose index state changed after `since` (for keeping search indexes fresh)."""
+        """Notes whose index state changed at/after `since`, oldest first (for keeping
+        search indexes fresh)."""
+        op = "$gte" if inclusive else "$gt"
         query: dict[str, Any] = (
-            {"indexed_at": {"$gt": since}} if since else {"indexed_at": {"$ne": None}}
+            {"indexed_at": {op: since}} if since else {"indexed_at": {"$ne": None}}
         )
         cursor = self.collection.find(query, {"content_md": 0}).sort("indexed_at", 1).limit(limit)
         return await cursor.to_list()

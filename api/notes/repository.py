@@ -151,3 +151,64 @@ class NotesRepository:
     async def delete(self, note_id: ObjectId, author_id: ObjectId) -> bool:
         result = await self.collection.delete_one({"_id": note_id, "author_id": author_id})
         return result.deleted_count == 1
+
+
+SEARCH_META = {
+    "author_id": 1,
+    "title": 1,
+    "tags": 1,
+    "updated_at": 1,
+    "created_at": 1,
+    "indexed_version": 1,
+    "status": 1,
+    "chunk_count": 1,
+}
+
+
+class NotesSearchQueries:
+    """The reads search and chat make on `notes` — always scoped to one author."""
+
+    def __init__(self, db: AsyncDatabase) -> None:
+        self.collection = db.notes
+
+    async def active_metas(
+        self, author_id: ObjectId, note_ids: list[ObjectId], *, with_content: bool = False
+    ) -> list[dict[str, Any]]:
+        """The author's ACTIVE notes among `note_ids` (search verifies every candidate here:
+        a note trashed, purged or owned by someone else is never returned)."""
+        if not note_ids:
+            return []
+        projection = {**SEARCH_META, "content_md": 1} if with_content else SEARCH_META
+        cursor = self.collection.find(
+            {"_id": {"$in": note_ids}, "author_id": author_id, "status": "active"}, projection
+        )
+        return await cursor.to_list()
+
+    async def ids_matching(self, query: dict[str, Any], limit: int) -> list[ObjectId]:
+        """Note ids for a pre-built, author-scoped filter (see atlas_pipelines)."""
+        if query.get("author_id") is None:
+            raise ValueError("note filters must be scoped to an author")
+        cursor = self.collection.find(query, {"_id": 1}).limit(limit)
+        return [doc["_id"] async for doc in cursor]
+
+    async def iter_indexed(self, batch_size: int = 500) -> Any:
+        """Every active note that has searchable chunks (for loading a search index)."""
+        cursor = self.collection.find(
+            {"status": "active", "indexed_version": {"$ne": None}}, SEARCH_META
+        ).batch_size(batch_size)
+        async for doc in cursor:
+            yield doc
+
+    async def recent_for_author(
+        self, author_id: ObjectId, *, limit: int, query: dict[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
+        """The author's newest active notes with content (note-level fallback search)."""
+        cursor = (
+            self.collection.find(
+                {"author_id": author_id, "status": "active", **(query or {})},
+                {**SEARCH_META, "content_md": 1},
+            )
+            .sort("updated_at", -1)
+            .limit(limit)
+        )
+        return await cursor.to_list()

@@ -83,6 +83,7 @@ class NotesService:
         chunking_strategy: str,
         chunking_version: str,
         on_change: IndexTrigger | None = None,
+        on_purge: Callable[[ObjectId], None] | None = None,
     ) -> None:
         self._repo = repo
         self._chunks = chunks
@@ -93,6 +94,7 @@ class NotesService:
         self._strategy = chunking_strategy
         self._chunking_version = chunking_version
         self._on_change = on_change
+        self._on_purge = on_purge
 
     @property
     def _queue_status(self) -> str:
@@ -242,8 +244,8 @@ class NotesService:
             raise NotFound("note not found")
         removed = await self._chunks.delete_for_note(oid)
         log.info("note.purged", note_id=note_id, chunks_deleted=removed)
-        if self._on_change is not None:
-            await self._on_change(oid)
+        if self._on_purge is not None:
+            self._on_purge(oid)
 
     async def chunks(self, user: User, note_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """The note and the chunks of its indexed version (what search sees), in order."""

@@ -1,0 +1,160 @@
+"""Search backends behind one interface: each returns, per retriever ("vector", "keyword"),
+the user's best chunks with that retriever's raw score. The user filter is part of every
+query (pre-filter); nothing ever retries without it.
+
+- `LocalBackend`: the in-process `LocalIndex` (exact cosine over float32 + SQLite FTS5 BM25),
+  fed by `LocalIndexSync`. Serves the embedded default and MongoDB without `mongot`.
+- `AtlasBackend`: `$vectorSearch` and `$search` pipelines (api.retrieval.atlas_pipelines).
+`detect_backend` answers SEARCH_BACKEND=auto by asking the server about search indexes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Literal, Protocol
+
+import numpy as np
+import structlog
+from bson import ObjectId
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import OperationFailure
+
+from api.notes.repository import NotesSearchQueries
+from api.retrieval import atlas_pipelines as ap
+from api.retrieval.local_index import LocalIndex
+from api.retrieval.models import ChunkData, ChunkHit, SearchFilters
+
+log = structlog.get_logger(__name__)
+
+Mode = Literal["hybrid", "vector", "keyword"]
+RetrieverLists = dict[str, list[tuple[ChunkData, float]]]
+MAX_FILTER_NOTE_IDS = 10_000
+
+
+class SearchBackend(Protocol):
+    name: str
+
+    async def retrieve(
+        self,
+        author_id: ObjectId,
+        *,
+        query: str,
+        vector: np.ndarray | None,
+        mode: Mode,
+        k: int,
+        filters: SearchFilters,
+    ) -> RetrieverLists:
+        """The author's top-`k` chunks per retriever used by `mode`, filters applied first."""
+        ...
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(self, index: LocalIndex) -> None:
+        self.index = index
+
+    async def retrieve(
+        self,
+        author_id: ObjectId,
+        *,
+        query: str,
+        vector: np.ndarray | None,
+        mode: Mode,
+        k: int,
+        filters: SearchFilters,
+    ) -> RetrieverLists:
+        use_vector = mode != "keyword" and vector is not None
+        use_keyword = mode != "vector"
+        # One consistent state of the index for both lists; numpy and SQLite release the
+        # GIL, so the event loop keeps serving while a large matrix is scanned.
+        vec, kw = await asyncio.to_thread(
+            self.index.search_hybrid,
+            str(author_id),
+            vector if use_vector else None,
+            query if use_keyword else None,
+            k_vector=k if use_vector else 0,
+            k_keyword=k if use_keyword else 0,
+            filters=filters,
+        )
+        lists: RetrieverLists = {}
+        if use_vector:
+            lists["vector"] = list(vec)
+        if use_keyword:
+            lists["keyword"] = list(kw)
+        return lists
+
+
+class AtlasBackend:
+    name = "atlas"
+
+    def __init__(self, db: AsyncDatabase, *, vector_index: str, text_index: str) -> None:
+        self.chunks = db.note_chunks
+        self.notes = NotesSearchQueries(db)
+        self.vector_index = vector_index
+        self.text_index = text_index
+
+    async def _note_ids(self, author_id: ObjectId, filters: SearchFilters) -> list[ObjectId] | None:
+        """`updated_after` lives on notes: turn it into a note-id pre-filter."""
+        ids = [ObjectId(n) for n in filters.note_ids] if filters.note_ids is not None else None
+        if filters.updated_after is None:
+            return ids
+        query = ap.notes_filter_query(author_id, updated_after=filters.updated_after, note_ids=ids)
+        return await self.notes.ids_matching(query, MAX_FILTER_NOTE_IDS)
+
+    async def retrieve(
+        self,
+        author_id: ObjectId,
+        *,
+        query: str,
+        vector: np.ndarray | None,
+        mode: Mode,
+        k: int,
+        filters: SearchFilters,
+    ) -> RetrieverLists:
+        note_ids = await self._note_ids(author_id, filters)
+        tags = filters.tags
+        if (note_ids is not None and not note_ids) or (tags is not None and not tags):
+            return {"vector": [], "keyword": []}
+        jobs: dict[str, ap.Pipeline] = {}
+        if mode != "keyword" and vector is not None:
+            jobs["vector"] = ap.vector_search_pipeline(
+                self.vector_index,
+                vector.astype(float).tolist(),
+                author_id,
+                limit=k,
+                note_ids=note_ids,
+                tags=tags,
+            )
+        if mode != "vector":
+            jobs["keyword"] = ap.text_search_pipeline(
+                self.text_index,
+                query[: ap.MAX_QUERY_CHARS],
+                author_id,
+                limit=k,
+                note_ids=note_ids,
+                tags=tags,
+            )
+
+        async def run(pipeline: ap.Pipeline) -> list[tuple[ChunkData, float]]:
+            cursor = await self.chunks.aggregate(pipeline)
+            docs = await cursor.to_list(length=k)
+            return [(hit, hit.score) for hit in map(ChunkHit.from_document, docs)]
+
+        results = await asyncio.gather(*(run(p) for p in jobs.values()))
+        return dict(zip(jobs, results, strict=True))
+
+
+async def detect_backend(db: AsyncDatabase) -> Literal["atlas", "local"]:
+    """`atlas` when the server answers search-index commands (Atlas, mongod + mongot), else
+    `local` (SecantusDB, plain mongod: codes 31082, 115, 6047401, 59, 40324)."""
+    try:
+        cursor = await db.note_chunks.list_search_indexes()
+        names = [doc.get("name") async for doc in cursor]
+    except OperationFailure as exc:
+        if exc.code in ap.SEARCH_UNAVAILABLE_CODES:
+            return "local"
+        log.warning("search.probe_failed", code=exc.code, error=str(exc)[:200])
+        return "local"
+    log.info("search.atlas_detected", indexes=names)
+    return "atlas"

@@ -1,0 +1,128 @@
+"""`POST /v1/search` request and response (OpenAPI)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from api.retrieval.models import NoteResult, SearchFilters
+
+
+class FiltersIn(BaseModel):
+    """Applied before ranking. `tags`: notes with ANY of these tags; `note_ids`: only these
+    notes; `updated_after`: notes changed after this instant."""
+
+    model_config = ConfigDict(extra="forbid")
+    tags: list[str] | None = Field(None, max_length=100)
+    note_ids: list[str] | None = Field(None, max_length=1000)
+    updated_after: datetime | None = None
+
+    @field_validator("note_ids")
+    @classmethod
+    def _ids(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None:
+            bad = [
+                i for i in v if len(i) != 24 or any(c not in "0123456789abcdefABCDEF" for c in i)
+            ]
+            if bad:
+                raise ValueError(f"invalid note id {bad[0][:40]!r}: expected 24 hex characters")
+            return [i.lower() for i in v]
+        return v
+
+    def to_filters(self) -> SearchFilters:
+        return SearchFilters(
+            tags=self.tags, note_ids=self.note_ids, updated_after=self.updated_after
+        )
+
+
+class SearchRequest(BaseModel):
+    """A search over your notes' chunks, returned grouped by note."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "query": "how do I restore the nightly postgres backup?",
+                    "limit": 5,
+                    "chunks_per_note": 3,
+                    "mode": "hybrid",
+                    "filters": {"tags": ["ops"]},
+                }
+            ]
+        },
+    )
+    query: str = Field(min_length=1, max_length=2000)
+    limit: int = Field(5, ge=1, le=50, description="Notes to return")
+    chunks_per_note: int = Field(3, ge=1, le=20, description="Matching sections per note")
+    mode: Literal["hybrid", "vector", "keyword"] = "hybrid"
+    filters: FiltersIn | None = None
+
+    @field_validator("query")
+    @classmethod
+    def _query(cls, v: str) -> str:
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("query is not valid Unicode") from None
+        if not v.strip():
+            raise ValueError("query must not be blank")
+        return v
+
+
+class MatchingChunk(BaseModel):
+    """A matching section: one chunk, or adjacent chunks of one section merged."""
+
+    chunk_id: str
+    chunk_ids: list[str]
+    chunk_index: int
+    chunk_indexes: list[int]
+    heading_path: list[str]
+    section_path: str
+    content: str
+    start_offset: int = Field(description="Character offset into the note's content_md")
+    end_offset: int
+    score: float
+
+
+class NoteHit(BaseModel):
+    note_id: str
+    title: str
+    tags: list[str]
+    updated_at: datetime
+    score: float
+    matching_chunks: list[MatchingChunk]
+
+    @classmethod
+    def from_result(cls, r: NoteResult) -> NoteHit:
+        return cls(
+            note_id=r.note_id,
+            title=r.title,
+            tags=r.tags,
+            updated_at=r.updated_at,
+            score=r.score,
+            matching_chunks=[
+                MatchingChunk(
+                    chunk_id=s.chunk_ids[0] if s.chunk_ids else "",
+                    chunk_ids=s.chunk_ids,
+                    chunk_index=s.chunk_indexes[0] if s.chunk_indexes else 0,
+                    chunk_indexes=s.chunk_indexes,
+                    heading_path=s.heading_path,
+                    section_path=s.section_path,
+                    content=s.content_md,
+                    start_offset=s.start_offset,
+                    end_offset=s.end_offset,
+                    score=s.score,
+                )
+                for s in r.matching_chunks
+            ],
+        )
+
+
+class SearchResponse(BaseModel):
+    results: list[NoteHit]
+    took_ms: float
+    mode: Literal["hybrid", "vector", "keyword", "note_level"]
+    backend: str

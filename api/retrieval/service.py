@@ -1,0 +1,241 @@
+"""Search: embed the query once → the backend's per-retriever chunk lists (user pre-filter)
+→ reciprocal rank fusion → candidates checked against `notes` (the author's, active, the
+chunk's version is the indexed one) → grouped into notes with merged matching sections."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+import numpy as np
+import structlog
+from bson import ObjectId
+
+from api import observability as obs
+from api.notes.repository import NotesSearchQueries
+from api.retrieval.backends import Mode, SearchBackend
+from api.retrieval.fusion import fuse_chunk_lists
+from api.retrieval.grouping import group_by_note
+from api.retrieval.models import NoteMeta, NoteResult, SearchFilters, SectionMatch, as_utc
+from api.retrieval.sync import note_meta
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RankingConfig:
+    """Ranking knobs (defaults chosen on the dev split; see BENCHMARKS.md `retrieval`)."""
+
+    rrf_k: float = 60.0
+    vector_weight: float = 1.0
+    keyword_weight: float = 1.0
+    candidates: int = 60  # chunks fetched per retriever (at least)
+    note_scorer: str = "weighted_max_sum"
+
+
+@dataclass(frozen=True, slots=True)
+class SearchOutcome:
+    results: list[NoteResult]
+    took_ms: float
+    mode: Mode | Literal["note_level"]
+    backend: str
+
+
+class QueryEmbeddingCache:
+    """A small LRU of query vectors: repeated queries (chat follow-ups, pagination, UIs
+    searching as you type) skip the model."""
+
+    def __init__(self, size: int = 512) -> None:
+        self._items: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._size = size
+
+    def get(self, key: str) -> np.ndarray | None:
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
+
+    def put(self, key: str, value: np.ndarray) -> None:
+        self._items[key] = value
+        self._items.move_to_end(key)
+        while len(self._items) > self._size:
+            self._items.popitem(last=False)
+
+
+class RetrievalService:
+    """Chunk search grouped to notes, for one user at a time."""
+
+    def __init__(
+        self,
+        backend: SearchBackend,
+        embedder: Any,
+        notes: NotesSearchQueries,
+        *,
+        ranking: RankingConfig | None = None,
+        chunking_enabled: bool = True,
+    ) -> None:
+        self.backend = backend
+        self.embedder = embedder
+        self.notes = notes
+        self.ranking = ranking or RankingConfig()
+        self.chunking_enabled = chunking_enabled
+        self._cache = QueryEmbeddingCache()
+
+    async def embed_query(self, query: str) -> np.ndarray:
+        key = " ".join(query.split())
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        batch = await self.embedder.embed([key], truncate=True)
+        vector = np.asarray(batch.vectors[0], dtype=np.float32)
+        self._cache.put(key, vector)
+        return vector
+
+    async def search(
+        self,
+        author_id: ObjectId,
+        query: str,
+        *,
+        limit: int = 5,
+        chunks_per_note: int = 3,
+        mode: Mode = "hybrid",
+        filters: SearchFilters | None = None,
+    ) -> SearchOutcome:
+        started = time.perf_counter()
+        filters = filters or SearchFilters()
+        if not self.chunking_enabled:
+            return await self._note_level(author_id, query, limit, filters, started)
+        cfg = self.ranking
+        vector = await self.embed_query(query) if mode != "keyword" else None
+        k = max(cfg.candidates, limit * chunks_per_note * 4)
+        lists = await self.backend.retrieve(
+            author_id, query=query, vector=vector, mode=mode, k=k, filters=filters
+        )
+        weights = {"vector": cfg.vector_weight, "keyword": cfg.keyword_weight}
+        hits = fuse_chunk_lists(
+            lists, k=cfg.rrf_k, weights={n: weights[n] for n in lists if n in weights}
+        )
+        results = await self._group(author_id, hits, limit, chunks_per_note)
+        took = (time.perf_counter() - started) * 1000
+        obs.chunk_search_duration.record(took, {"mode": mode, "backend": self.backend.name})
+        log.info(
+            "search.done",
+            mode=mode,
+            backend=self.backend.name,
+            hits=len(hits),
+            notes=len(results),
+            took_ms=round(took, 2),
+        )
+        return SearchOutcome(
+            results=results, took_ms=round(took, 2), mode=mode, backend=self.backend.name
+        )
+
+    async def _note_level(
+        self, author_id: ObjectId, query: str, limit: int, filters: SearchFilters, started: float
+    ) -> SearchOutcome:
+        """CHUNKING_ENABLED=false: whole notes, ranked by term frequency (the rollback)."""
+        mongo: dict[str, Any] = {}
+        if filters.tags is not None:
+            mongo["tags"] = {"$in": filters.tags}
+        if filters.note_ids is not None:
+            mongo["_id"] = {"$in": [ObjectId(n) for n in filters.note_ids]}
+        if filters.updated_after is not None:
+            mongo["updated_at"] = {"$gt": filters.updated_after}
+        docs = await self.notes.recent_for_author(author_id, limit=NOTE_LEVEL_SCAN, query=mongo)
+        results = note_level_results(docs, query, limit)
+        took = round((time.perf_counter() - started) * 1000, 2)
+        return SearchOutcome(results=results, took_ms=took, mode="note_level", backend="note_level")
+
+    async def _group(
+        self, author_id: ObjectId, hits: list[Any], limit: int, chunks_per_note: int
+    ) -> list[NoteResult]:
+        if not hits:
+            return []
+        # Every candidate note is re-checked in `notes`: the author's own, still active,
+        # and only chunks of its current indexed_version count (grouping drops the rest).
+        candidate_ids = list(dict.fromkeys(h.note_id for h in hits))
+        docs = await self.notes.active_metas(author_id, [ObjectId(n) for n in candidate_ids])
+        # Not `indexed_version`: each backend already returns one whole version per note
+        # (the local index swaps atomically; Atlas pipelines guard with a $lookup). Between
+        # a commit and the local index's refresh the index may serve the previous version
+        # for a few ms — consistent, never mixed, never empty.
+        metas: dict[str, NoteMeta] = {
+            str(d["_id"]): replace(note_meta(d), indexed_version=None) for d in docs
+        }
+        needs_content = _notes_with_section_runs(hits, metas)
+        contents: dict[str, str] = {}
+        if needs_content:
+            full = await self.notes.active_metas(
+                author_id, [ObjectId(n) for n in needs_content], with_content=True
+            )
+            contents = {str(d["_id"]): d.get("content_md", "") for d in full}
+        return group_by_note(
+            hits,
+            metas,
+            limit=limit,
+            chunks_per_note=chunks_per_note,
+            score=self.ranking.note_scorer,
+            note_contents=contents,
+        )
+
+
+def _notes_with_section_runs(hits: list[Any], metas: dict[str, NoteMeta]) -> list[str]:
+    """Notes where two or more hits share a section (their merged span needs the text)."""
+    seen: set[tuple[str, tuple[str, ...]]] = set()
+    notes: list[str] = []
+    for hit in hits:
+        if hit.note_id not in metas:
+            continue
+        key = (hit.note_id, tuple(hit.heading_path))
+        if key in seen and hit.note_id not in notes:
+            notes.append(hit.note_id)
+        seen.add(key)
+    return notes
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+NOTE_LEVEL_SCAN = 2000  # newest notes scanned by the note-level fallback
+
+
+def note_level_results(docs: list[dict[str, Any]], query: str, limit: int) -> list[NoteResult]:
+    """The CHUNKING_ENABLED=false fallback (the roadmap's rollback): rank whole notes by
+    query-term frequency (title counts triple), each returned as one whole-note section."""
+    terms = {t.lower() for t in _WORD.findall(query) if len(t) > 1}
+    scored: list[tuple[float, dict[str, Any]]] = []
+    for doc in docs:
+        content = doc.get("content_md", "")
+        words = [w.lower() for w in _WORD.findall(content)]
+        title_words = [w.lower() for w in _WORD.findall(doc.get("title", ""))]
+        tf = sum(1 for w in words if w in terms) + 3 * sum(1 for w in title_words if w in terms)
+        if tf:
+            scored.append((tf / (1 + len(words)) ** 0.5, doc))
+    scored.sort(key=lambda item: (-item[0], str(item[1]["_id"])))
+    results = []
+    for score, doc in scored[:limit]:
+        content = doc.get("content_md", "")
+        title = doc.get("title", "")
+        results.append(
+            NoteResult(
+                note_id=str(doc["_id"]),
+                title=title,
+                tags=list(doc.get("tags") or []),
+                updated_at=as_utc(doc["updated_at"]),
+                score=round(score, 6),
+                matching_chunks=[
+                    SectionMatch(
+                        chunk_ids=[],
+                        chunk_indexes=[],
+                        heading_path=[title],
+                        section_path=title,
+                        content_md=content,
+                        start_offset=0,
+                        end_offset=len(content),
+                        score=score,
+                    )
+                ],
+            )
+        )
+    return results

@@ -1,0 +1,197 @@
+"""Keeps a process's in-memory `LocalIndex` equal to what `note_chunks` says is searchable.
+
+- At start-up every active note's chunks of its `indexed_version` are loaded.
+- The in-process reconciler calls `refresh_note` right after it commits (no delay).
+- A poll loop picks up what other processes committed (separate `autonote worker`s, other
+  API processes): notes whose `indexed_at` moved since the last poll (with a margin for
+  clock skew between machines), so a worker's commit is searchable here within a second.
+A note is (re)loaded only as a whole version: if its chunk count does not match (a newer
+version was committed and evicted this one meanwhile) the load is skipped — the newer
+commit has a later `indexed_at` and arrives next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import structlog
+from bson import ObjectId
+from pymongo.asynchronous.database import AsyncDatabase
+
+from api.indexing.chunks_repository import ChunksRepository
+from api.indexing.vectors import from_bson_vector
+from api.notes.queue import IndexQueue
+from api.notes.repository import NotesSearchQueries
+from api.retrieval.local_index import LocalIndex
+from api.retrieval.models import ChunkRecord, NoteMeta, as_utc
+
+log = structlog.get_logger(__name__)
+
+CLOCK_SKEW = timedelta(seconds=5)
+
+
+def note_meta(doc: dict[str, Any]) -> NoteMeta:
+    """Search metadata of a note document."""
+    return NoteMeta(
+        note_id=str(doc["_id"]),
+        author_id=str(doc["author_id"]),
+        title=doc.get("title", ""),
+        tags=list(doc.get("tags") or []),
+        updated_at=as_utc(doc.get("updated_at") or doc.get("created_at") or datetime.now(UTC)),
+        indexed_version=doc.get("indexed_version"),
+    )
+
+
+def chunk_record(doc: dict[str, Any]) -> ChunkRecord:
+    """A `note_chunks` document as the local index takes it."""
+    heading_path = [str(h) for h in doc.get("heading_path") or []]
+    section_path = doc.get("section_path") or " > ".join(heading_path)
+    return ChunkRecord(
+        chunk_id=str(doc["_id"]),
+        note_id=str(doc["note_id"]),
+        author_id=str(doc["author_id"]),
+        note_version=int(doc["note_version"]),
+        chunk_index=int(doc["chunk_index"]),
+        heading_path=heading_path,
+        section_path=section_path,
+        content_md=doc.get("content_md", ""),
+        start_offset=int(doc.get("start_offset", 0)),
+        end_offset=int(doc.get("end_offset", 0)),
+        tags=list(doc.get("tags") or []),
+        chunk_type=doc.get("chunk_type", "text"),
+        embedding_text=f"{section_path}\n\n{doc.get('content_md', '')}",
+        vector=from_bson_vector(doc["embedding"]),
+    )
+
+
+class LocalIndexSync:
+    """Loads and follows `note_chunks` into a `LocalIndex`."""
+
+    def __init__(
+        self, db: AsyncDatabase, index: LocalIndex, *, model_key: str, poll_s: float = 0.5
+    ) -> None:
+        self.index = index
+        self.model_key = model_key
+        self.poll_s = poll_s
+        self._chunks = ChunksRepository(db)
+        self._queue = IndexQueue(db)
+        self._notes = NotesSearchQueries(db)
+        self._latest: datetime | None = None  # newest `indexed_at` applied
+        self._applied: dict[str, tuple[Any, Any]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self.loaded = asyncio.Event()
+
+    async def load_all(self, batch: int = 200) -> int:
+        """Load every searchable note; returns the number of chunks loaded."""
+        started = datetime.now(UTC)
+        total = 0
+        pending: list[dict[str, Any]] = []
+        async for doc in self._notes.iter_indexed():
+            pending.append(doc)
+            if len(pending) >= batch:
+                total += await self._load_batch(pending)
+                pending = []
+        if pending:
+            total += await self._load_batch(pending)
+        self._latest = started
+        self.loaded.set()
+        stats = self.index.stats()
+        log.info(
+            "search.local_index_loaded",
+            chunks=stats.chunks,
+            notes=stats.notes,
+            memory_mb=round(self.index.memory_bytes() / 2**20, 1),
+        )
+        return total
+
+    async def _load_batch(self, notes: list[dict[str, Any]]) -> int:
+        by_note: dict[ObjectId, list[dict[str, Any]]] = {n["_id"]: [] for n in notes}
+        pairs = [(n["_id"], int(n["indexed_version"])) for n in notes]
+        async for chunk in self._chunks.iter_versions(pairs):
+            by_note[chunk["note_id"]].append(chunk)
+        loaded = 0
+        for note in notes:
+            loaded += self._apply(note, by_note[note["_id"]])
+        return loaded
+
+    def _apply(self, note: dict[str, Any], chunks: list[dict[str, Any]]) -> int:
+        note_id = str(note["_id"])
+        usable = [c for c in chunks if c.get("embedding_model") == self.model_key]
+        if len(chunks) != int(note.get("chunk_count") or 0) or len(usable) != len(chunks):
+            return 0  # superseded meanwhile, or made by another model (being re-indexed)
+        version = int(note["indexed_version"])
+        self.index.replace_note(note_meta(note), version, [chunk_record(c) for c in usable])
+        self._applied[note_id] = (version, note.get("indexed_at"))
+        return len(usable)
+
+    async def refresh_note(self, note: dict[str, Any]) -> None:
+        """Bring one note up to date from its (just committed) document."""
+        note_id = str(note["_id"])
+        version = note.get("indexed_version")
+        if note.get("status") != "active" or version is None:
+            self.index.remove_note(note_id)
+            self._applied.pop(note_id, None)
+            return
+        if self._applied.get(note_id) == (version, note.get("indexed_at")):
+            return
+        chunks = await self._chunks.for_version(note["_id"], int(version), with_vectors=True)
+        self._apply(note, chunks)
+
+    def remove(self, note_id: ObjectId) -> None:
+        """A note was purged: drop it now (the poll cannot see deleted documents)."""
+        self.index.remove_note(str(note_id))
+        self._applied.pop(str(note_id), None)
+
+    async def poll_once(self, page: int = 1000) -> int:
+        """Apply commits made since the last poll (by any process); returns notes seen.
+
+        Re-reads a CLOCK_SKEW margin before the newest commit seen (another machine's clock
+        may lag), then pages forward exactly; already-applied commits are skipped."""
+        since = None if self._latest is None else self._latest - CLOCK_SKEW
+        seen = 0
+        while True:
+            notes = await self._queue.indexed_since(since, page, inclusive=True)
+            for note in notes:
+                await self.refresh_note(note)
+                stamp = note.get("indexed_at")
+                if stamp is not None and (self._latest is None or as_utc(stamp) > self._latest):
+                    self._latest = as_utc(stamp)
+            seen += len(notes)
+            last = as_utc(notes[-1]["indexed_at"]) if notes else None
+            if len(notes) < page or last is None or last == since:
+                return seen
+            since = last
+
+    async def start(self) -> None:
+        await self.load_all()
+        self._task = asyncio.create_task(self._poll_loop(), name="local-index-sync")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self.index.close()
+
+    async def _poll_loop(self) -> None:
+        failures = 0
+        while True:
+            await asyncio.sleep(self.poll_s)
+            try:
+                await self.poll_once()
+                failures = 0
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # database outage: keep serving what we have
+                failures += 1
+                if failures in (1, 10, 100):
+                    log.warning(
+                        "search.sync_failed",
+                        error=type(exc).__name__,
+                        detail=str(exc)[:300],
+                        failures=failures,
+                        exc_info=exc,
+                    )

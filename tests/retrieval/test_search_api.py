@@ -1,0 +1,207 @@
+"""POST /v1/search end to end: real server, chunker, local model, local hybrid index."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+from api.indexing.runtime import build_indexing
+from tests.conftest import Api, running_app
+from tests.helpers import wait_indexed
+
+CODING_TIPS = """
+## Python Best Practices
+
+Always use type hints for better code quality.
+
+## JavaScript Tips
+
+Use const and let instead of var.
+
+## Testing
+
+Write unit tests for all functions.
+"""
+
+
+async def note(
+    api: Api, h: dict[str, str], title: str, content: str, tags: list[str] | None = None
+) -> dict[str, Any]:
+    r = await api.client.post(
+        "/v1/notes", json={"title": title, "content_md": content, "tags": tags or []}, headers=h
+    )
+    assert r.status_code == 201, r.text
+    return await wait_indexed(api, h, r.json()["id"])
+
+
+async def search(api: Api, h: dict[str, str], query: str, **body: Any) -> dict[str, Any]:
+    r = await api.client.post("/v1/search", json={"query": query, **body}, headers=h)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+async def test_roadmap_end_to_end_python_section_first(api: Api) -> None:
+    h = await api.new_user()
+    await note(api, h, "Coding Tips", CODING_TIPS)
+    await note(api, h, "Groceries", "## Monday\n\nMilk, eggs, bread.\n\n## Friday\n\nFish.")
+    body = await search(api, h, "How to write better Python code?", limit=3)
+    assert body["backend"] == "local" and body["mode"] == "hybrid"
+    top = body["results"][0]
+    assert top["title"] == "Coding Tips"
+    chunk = top["matching_chunks"][0]
+    assert "Python" in " ".join(chunk["heading_path"])
+    assert chunk["heading_path"] == ["Coding Tips", "Python Best Practices"]
+    assert CODING_TIPS[chunk["start_offset"] : chunk["end_offset"]] == chunk["content"]
+
+
+async def test_modes_and_filters(api: Api) -> None:
+    h = await api.new_user()
+    a = await note(api, h, "Postgres backups", "## Nightly\n\npg_dump runs at 02:00 UTC.", ["ops"])
+    b = await note(api, h, "Sourdough", "## Starter\n\nFeed the starter flour and water.", ["food"])
+    for mode in ("hybrid", "vector", "keyword"):
+        body = await search(api, h, "pg_dump nightly", mode=mode)
+        assert body["mode"] == mode and body["results"][0]["note_id"] == a["id"]
+    assert (await search(api, h, "pg_dump", filters={"tags": ["food"]}, mode="keyword"))[
+        "results"
+    ] == []
+    only_b = await search(api, h, "backup schedule", filters={"note_ids": [b["id"]]})
+    assert {r["note_id"] for r in only_b["results"]} <= {b["id"]}
+    later = await search(
+        api, h, "starter", filters={"updated_after": datetime.now(UTC).isoformat()}
+    )
+    assert later["results"] == []
+    assert (await search(api, h, "zzzzqqq unrelatedword", mode="keyword"))["results"] == []
+
+
+async def test_users_never_see_each_others_notes(api: Api) -> None:
+    alice = await api.new_user("alice")
+    bob = await api.new_user("bob")
+    secret = await note(
+        api, alice, "Alice diary", "## Secret\n\nThe vault code is 4711.", ["shared-tag"]
+    )
+    await note(api, bob, "Bob notes", "## Misc\n\nNothing about vaults here.", ["shared-tag"])
+    for body in (
+        {"query": "vault code 4711"},
+        {"query": "vault", "mode": "keyword"},
+        {"query": "vault", "mode": "vector"},
+        {"query": "vault", "filters": {"note_ids": [secret["id"]]}},
+        {"query": "vault", "filters": {"tags": ["shared-tag"]}},
+    ):
+        r = await api.client.post("/v1/search", json=body, headers=bob)
+        assert r.status_code == 200
+        assert all(res["note_id"] != secret["id"] for res in r.json()["results"]), body
+        assert "4711" not in r.text
+    mine = await search(api, alice, "vault code 4711")
+    assert mine["results"][0]["note_id"] == secret["id"]
+
+
+async def test_trash_restore_and_purge_follow_in_search(api: Api) -> None:
+    h = await api.new_user()
+    n = await note(api, h, "Kyoto trip", "## Temples\n\nVisit Kinkaku-ji early in the morning.")
+    url = f"/v1/notes/{n['id']}"
+    assert (await search(api, h, "Kinkaku-ji"))["results"]
+    await api.client.delete(url, headers=h)
+    await wait_indexed(api, h, n["id"])
+    assert (await search(api, h, "Kinkaku-ji"))["results"] == []
+    await api.client.post(f"{url}/restore", headers=h)
+    await wait_indexed(api, h, n["id"])
+    assert (await search(api, h, "Kinkaku-ji"))["results"][0]["note_id"] == n["id"]
+    await api.client.delete(url, params={"permanent": "true"}, headers=h)
+    assert (await search(api, h, "Kinkaku-ji"))["results"] == []
+
+
+async def test_results_only_from_one_current_version_during_reindex(api: Api) -> None:
+    h = await api.new_user()
+    versions = {1: "## Status\n\nThe deploy marker is ALPHA one."}
+    n = await note(api, h, "Deploys", versions[1])
+    url = f"/v1/notes/{n['id']}"
+    stop = asyncio.Event()
+    seen_versions: list[int] = []
+
+    async def reader() -> None:
+        while not stop.is_set():
+            body = await search(api, h, "deploy marker", mode="keyword")
+            assert body["results"], "the note never disappears while it is re-indexed"
+            for section in body["results"][0]["matching_chunks"]:
+                owners = [
+                    v
+                    for v, text in versions.items()
+                    if text[section["start_offset"] : section["end_offset"]] == section["content"]
+                ]
+                assert owners, "every section is the exact text of some version"
+                seen_versions.append(max(owners))
+
+    task = asyncio.create_task(reader())
+    for v in range(2, 12):
+        versions[v] = f"## Status\n\nThe deploy marker is version {v} now.\n\n## Extra {v}\n\nmore"
+        await api.client.patch(url, json={"content_md": versions[v]}, headers=h)
+        await asyncio.sleep(0.05)
+    await wait_indexed(api, h, n["id"])
+    await asyncio.sleep(0.2)
+    stop.set()
+    await task
+    final = await search(api, h, "deploy marker", mode="keyword")
+    assert "version 11" in final["results"][0]["matching_chunks"][0]["content"]
+    assert len(seen_versions) > 5
+
+
+async def test_commits_by_another_worker_become_searchable(make_settings: Any) -> None:
+    async with running_app(make_settings(autonote_index_workers=0)) as api:
+        h = await api.new_user()
+        r = await api.client.post(
+            "/v1/notes",
+            json={
+                "title": "Garden",
+                "content_md": "## Tomatoes\n\nWater the tomatoes every evening.",
+            },
+            headers=h,
+        )
+        c = api.container
+        # A reconciler that does not share this process's search index: like `autonote worker`.
+        other = build_indexing(
+            c.settings, c.db, chunker=c.chunker, embedder=c.embedder, concurrency=1
+        )
+        assert (await other.reconciler.run_once()) is not None
+        for _ in range(60):
+            body = (
+                await api.client.post("/v1/search", json={"query": "tomatoes evening"}, headers=h)
+            ).json()
+            if body["results"]:
+                break
+            await asyncio.sleep(0.1)
+        assert body["results"][0]["note_id"] == r.json()["id"]
+
+
+async def test_chunking_disabled_falls_back_to_note_level(make_settings: Any) -> None:
+    async with running_app(make_settings(chunking_enabled=False)) as api:
+        h = await api.new_user()
+        await api.client.post(
+            "/v1/notes",
+            json={"title": "Bread", "content_md": "Knead the dough for ten minutes."},
+            headers=h,
+        )
+        await api.client.post(
+            "/v1/notes", json={"title": "Cars", "content_md": "Oil change."}, headers=h
+        )
+        body = await search(api, h, "dough knead")
+        assert body["mode"] == "note_level" and len(body["results"]) == 1
+        assert body["results"][0]["title"] == "Bread"
+
+
+async def test_bad_search_requests(api: Api) -> None:
+    h = await api.new_user()
+    for body in (
+        {"query": ""},
+        {"query": "   "},
+        {"query": "x", "limit": 0},
+        {"query": "x", "limit": 51},
+        {"query": "x", "mode": "fuzzy"},
+        {"query": "x", "filters": {"note_ids": ["nope"]}},
+        {"query": "x", "unknown": 1},
+        {"query": "x" * 2001},
+    ):
+        r = await api.client.post("/v1/search", json=body, headers=h)
+        assert r.status_code == 422, body
+        assert r.json()["error"] == "validation_error"
+    assert (await api.client.post("/v1/search", json={"query": "x"})).status_code == 401
