@@ -13,6 +13,8 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from pymongo.asynchronous.database import AsyncDatabase
 
+from api.chat.routes import router as chat_router
+from api.chat.service import ChatService
 from api.config import Settings, load_settings
 from api.db.client import create_client, ensure_indexes
 from api.db.embedded import EmbeddedMongo
@@ -27,6 +29,7 @@ from api.notes.routes import router as notes_router
 from api.notes.service import NotesService
 from api.observability import setup_telemetry
 from api.providers import (
+    build_chat_model,
     build_chunker,
     build_embedder,
     build_openai_client,
@@ -37,6 +40,7 @@ from api.retrieval.local_index import LocalIndex
 from api.retrieval.routes import router as search_router
 from api.retrieval.service import RetrievalService
 from api.retrieval.sync import LocalIndexSync
+from api.services.chunking.tokenizer import tiktoken_tokenizer
 from api.users.repository import UsersRepository
 from api.users.routes import router as users_router
 from api.users.service import UsersService
@@ -151,6 +155,12 @@ def build_lifespan(settings: Settings):
                 embedded=embedded,
                 indexing=indexing,
                 search=search,
+                chat=ChatService(
+                    search,
+                    build_chat_model(settings, openai_client),
+                    tiktoken_tokenizer("cl100k_base").count,
+                    context_tokens=settings.chat_context_tokens,
+                ),
                 embedder=embedder,
                 chunker=chunker,
             )
@@ -194,6 +204,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(notes_router)
     app.include_router(users_router)
     app.include_router(search_router)
+    app.include_router(chat_router)
 
     @app.get("/healthz", tags=["ops"])
     async def healthz() -> dict[str, str]:

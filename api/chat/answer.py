@@ -1,0 +1,83 @@
+"""Post-processing a model's answer, and the extractive answer (pure)."""
+
+from __future__ import annotations
+
+import re
+
+from api.chat.context import Citation
+
+# [1], [1, 2], [1][3], [1-2] are all ways models cite.
+_REF_GROUP = re.compile(r"\[(\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*)\]")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+_WORD = re.compile(r"\w+", re.UNICODE)
+STOPWORDS = frozenset(
+    "a an and are as at be by do does for from how i in is it my of on or the to was what "
+    "when where which who why with you your me we our can should did".split()
+)
+
+
+def _group_refs(group: str) -> list[int]:
+    refs: list[int] = []
+    for part in re.split(r"\s*[,;]\s*", group):
+        if re.fullmatch(r"\d+\s*[–-]\s*\d+", part):
+            lo, hi = (int(x) for x in re.split(r"\s*[–-]\s*", part))
+            refs.extend(range(lo, hi + 1) if 0 < hi - lo < 20 else [lo, hi])
+        elif part.strip().isdigit():
+            refs.append(int(part))
+    return refs
+
+
+def cited_refs(answer: str) -> list[int]:
+    """Reference numbers in the order the answer first cites them."""
+    seen: dict[int, None] = {}
+    for match in _REF_GROUP.finditer(answer):
+        for ref in _group_refs(match.group(1)):
+            seen.setdefault(ref, None)
+    return list(seen)
+
+
+def remove_invented_refs(answer: str, valid: set[int]) -> str:
+    """Drop references the context did not contain ([9] when only [1]..[4] exist)."""
+
+    def fix(match: re.Match[str]) -> str:
+        kept = [r for r in _group_refs(match.group(1)) if r in valid]
+        return "[" + ", ".join(str(r) for r in dict.fromkeys(kept)) + "]" if kept else ""
+
+    cleaned = _REF_GROUP.sub(fix, answer)
+    return re.sub(r"[ \t]+([.,;:!?])", r"\1", re.sub(r"[ \t]{2,}", " ", cleaned)).strip()
+
+
+def used_citations(answer: str, citations: list[Citation]) -> list[Citation]:
+    """The citations the (cleaned) answer actually cites, in reference order."""
+    refs = set(cited_refs(answer))
+    return [c for c in citations if c.ref in refs]
+
+
+def _terms(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text) if w.lower() not in STOPWORDS and len(w) > 1}
+
+
+EXTRACTIVE_PREFIX = (
+    "No chat model is configured, so this answer quotes the most relevant passages of your notes:"
+)
+
+
+def extractive_answer(question: str, citations: list[Citation], *, max_passages: int = 3) -> str:
+    """An answer made only of sentences quoted from the top sections, each cited.
+
+    Sentences are ranked by overlap with the question's terms, with the section's rank as a
+    prior; the best sentence of each of the top sections is quoted (never invented text)."""
+    if not citations:
+        return "I found nothing in your notes about this."
+    q_terms = _terms(question)
+    picks: list[tuple[float, int, str]] = []
+    for rank, citation in enumerate(citations[: max_passages * 2]):
+        text = " ".join(citation.text.split())
+        sentences = [s.strip() for s in _SENTENCE.split(text) if s.strip()] or [text]
+        best = max(sentences, key=lambda s: (len(q_terms & _terms(s)), -abs(len(s) - 160)))
+        overlap = len(q_terms & _terms(best))
+        picks.append((overlap - 0.5 * rank, citation.ref, best[:600]))
+    picks.sort(key=lambda p: -p[0])
+    chosen = sorted(picks[:max_passages], key=lambda p: p[1])
+    lines = [f"- {sentence} [{ref}]" for _, ref, sentence in chosen]
+    return "\n".join([EXTRACTIVE_PREFIX, *lines])

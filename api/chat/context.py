@@ -1,0 +1,135 @@
+"""Building the chat context (pure): numbered sections within a token budget.
+
+The roadmap's `format_notes_for_context` listed notes with "Most relevant sections"; here
+every reference `[n]` is ONE SECTION (note title + heading path + its text), so a citation
+points at the exact place in the note, with character offsets. Sections are ordered by
+their fused relevance across notes. Note text is wrapped as data (see `prompts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from api.retrieval.models import NoteResult
+
+SNIPPET_CHARS = 240
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    """What reference `[ref]` points at."""
+
+    ref: int
+    note_id: str
+    title: str
+    heading_path: list[str]
+    start_offset: int
+    end_offset: int
+    snippet: str
+    text: str  # the section text given to the model (possibly cut to fit the budget)
+
+
+def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
+    """The start of `text` on one line, cut at a word boundary."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat.rfind(" ", 0, limit)
+    return flat[: cut if cut > limit // 2 else limit] + "…"
+
+
+def _escape(text: str) -> str:
+    # The data delimiters must not be forgeable from inside a note.
+    return text.replace("<section-data", "‹section-data").replace(
+        "</section-data", "‹/section-data"
+    )
+
+
+def section_block(c: Citation) -> str:
+    crumb = " › ".join(c.heading_path) if c.heading_path else c.title
+    return (
+        f'[{c.ref}] {crumb}\n<section-data ref="{c.ref}" note_id="{c.note_id}">\n'
+        f"{_escape(c.text)}\n</section-data>"
+    )
+
+
+HEADER = "Most relevant sections of the user's notes (numbered references):"
+FOOTER = "When answering, cite these references using [1], [2], etc."
+
+
+def build_context(
+    results: list[NoteResult],
+    *,
+    budget_tokens: int,
+    count_tokens: Callable[[str], int],
+    max_sections: int = 8,
+) -> tuple[str, list[Citation]]:
+    """Number the best sections across `results` and pack them into `budget_tokens`.
+
+    A section that does not fit whole is cut to the remaining budget (if at least a few
+    dozen tokens remain); later sections are dropped. Returns the context text and the
+    citations in reference order.
+    """
+    sections = [(s, r) for r in results for s in r.matching_chunks]
+    sections.sort(key=lambda pair: -pair[0].score)
+    used = count_tokens(HEADER) + count_tokens(FOOTER) + 8
+    citations: list[Citation] = []
+    blocks: list[str] = []
+    seen: set[tuple[str, int, int]] = set()
+    for section, note in sections:
+        key = (note.note_id, section.start_offset, section.end_offset)
+        if key in seen or len(citations) >= max_sections:
+            continue
+        seen.add(key)
+        heading_path = section.heading_path or [note.title]
+        citation = Citation(
+            ref=len(citations) + 1,
+            note_id=note.note_id,
+            title=note.title,
+            heading_path=list(heading_path),
+            start_offset=section.start_offset,
+            end_offset=section.end_offset,
+            snippet=snippet(section.content_md),
+            text=section.content_md,
+        )
+        block = section_block(citation)
+        cost = count_tokens(block) + 2
+        if used + cost > budget_tokens:
+            room = (
+                budget_tokens
+                - used
+                - count_tokens(section_block(Citation(**{**_asdict(citation), "text": ""})))
+                - 2
+            )
+            if room < 40:
+                break
+            text = _cut_to_tokens(section.content_md, room, count_tokens)
+            citation = Citation(**{**_asdict(citation), "text": text})
+            block = section_block(citation)
+            cost = count_tokens(block) + 2
+        citations.append(citation)
+        blocks.append(block)
+        used += cost
+        if used >= budget_tokens:
+            break
+    if not citations:
+        return "", []
+    return "\n\n".join([HEADER, *blocks, FOOTER]), citations
+
+
+def _asdict(c: Citation) -> dict:
+    return {f: getattr(c, f) for f in Citation.__slots__}
+
+
+def _cut_to_tokens(text: str, budget: int, count_tokens: Callable[[str], int]) -> str:
+    """The longest prefix of `text` (at a word boundary) within `budget` tokens, plus "…"."""
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count_tokens(text[:mid]) + 1 <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    cut = text.rfind(" ", 0, lo)
+    return text[: cut if cut > lo // 2 else lo].rstrip() + " …"

@@ -1,0 +1,69 @@
+"""`POST /v1/chat` (JSON or SSE) and `POST /v1/chat/context`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+from fastapi import APIRouter
+from fastapi.responses import StreamingResponse
+from fastapi.sse import format_sse_event
+
+from api.chat.prompts import SYSTEM_PROMPT
+from api.chat.schemas import ChatRequest, ChatResponse, CitationOut, ContextRequest, ContextResponse
+from api.chat.service import ChatEvent, citation_dict, result_dict
+from api.deps import ContainerDep, CurrentUser
+from api.schemas import AUTHED, errors
+
+router = APIRouter(prefix="/v1/chat", tags=["chat"])
+
+
+async def _sse(events: AsyncIterator[ChatEvent]) -> AsyncIterator[bytes]:
+    async for e in events:
+        yield format_sse_event(data_str=json.dumps(e.data, ensure_ascii=False), event=e.event)
+
+
+@router.post(
+    "",
+    response_model=ChatResponse,
+    responses={
+        200: {
+            "content": {"text/event-stream": {}},
+            "description": "JSON, or an SSE stream when `stream` is true",
+        },
+        **errors(*AUTHED),
+    },
+)
+async def chat(body: ChatRequest, user: CurrentUser, container: ContainerDep):
+    """Ask a question about your notes. Autonote retrieves the best sections of YOUR notes,
+    numbers them [1], [2], … and answers citing them; `citations` lists only the sections
+    the answer cites (note id, title, heading path, character offsets, snippet). Without a
+    configured chat model (CHAT_MODEL) the answer quotes the top passages (`mode:
+    extractive`)."""
+    history = [{"role": m.role, "content": m.content} for m in body.history]
+    filters = body.filters.to_filters() if body.filters else None
+    if body.stream:
+        events = container.chat.stream(user.id, body.message, history, filters)
+        return StreamingResponse(
+            _sse(events),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+    result = await container.chat.answer(user.id, body.message, history, filters)
+    return ChatResponse(**result_dict(result))
+
+
+@router.post("/context", response_model=ContextResponse, responses=errors(*AUTHED))
+async def chat_context(
+    body: ContextRequest, user: CurrentUser, container: ContainerDep
+) -> ContextResponse:
+    """Just the retrieval half of chat: the numbered sections (within the context token
+    budget) and their citations, plus Autonote's system prompt — for clients that call
+    their own model."""
+    filters = body.filters.to_filters() if body.filters else None
+    context, citations = await container.chat.context(user.id, body.message, filters)
+    return ContextResponse(
+        context=context,
+        citations=[CitationOut(**citation_dict(c)) for c in citations],
+        system_prompt=SYSTEM_PROMPT,
+    )

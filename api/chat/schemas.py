@@ -1,0 +1,88 @@
+"""`/v1/chat` and `/v1/chat/context` schemas."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from api.retrieval.schemas import FiltersIn
+
+
+def _unicode(v: str) -> str:
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("text is not valid Unicode") from None
+    if not v.strip():
+        raise ValueError("must not be blank")
+    return v
+
+
+class HistoryMessage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["user", "assistant"]
+    content: str = Field(min_length=1, max_length=8000)
+
+    _content = field_validator("content")(lambda v: _unicode(v))
+
+
+class ChatRequest(BaseModel):
+    """A question about your notes. With `stream: true` the answer comes as Server-Sent
+    Events: `citations` (candidate sections), `token`s, then `done` (the JSON response)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "message": "When does the nightly backup run and how do I restore it?",
+                    "history": [],
+                    "filters": {"tags": ["ops"]},
+                    "stream": False,
+                }
+            ]
+        },
+    )
+    message: str = Field(min_length=1, max_length=8000)
+    history: list[HistoryMessage] = Field(default_factory=list, max_length=20)
+    filters: FiltersIn | None = None
+    stream: bool = False
+
+    _message = field_validator("message")(lambda v: _unicode(v))
+
+
+class ContextRequest(BaseModel):
+    """Retrieve the numbered sections for a question, to call your own model."""
+
+    model_config = ConfigDict(extra="forbid")
+    message: str = Field(min_length=1, max_length=8000)
+    filters: FiltersIn | None = None
+
+    _message = field_validator("message")(lambda v: _unicode(v))
+
+
+class CitationOut(BaseModel):
+    """Reference `[ref]`: a section of a note, with exact character offsets."""
+
+    ref: int
+    note_id: str
+    title: str
+    heading_path: list[str]
+    start_offset: int
+    end_offset: int
+    snippet: str
+
+
+class ChatResponse(BaseModel):
+    answer: str
+    citations: list[CitationOut] = Field(description="Only the references the answer cites")
+    mode: Literal["llm", "extractive"]
+    model: str | None = None
+    warning: str | None = None
+
+
+class ContextResponse(BaseModel):
+    context: str = Field(description="Numbered sections, ready to put in a prompt")
+    citations: list[CitationOut]
+    system_prompt: str = Field(description="The rules Autonote gives its own model")

@@ -1,0 +1,194 @@
+"""Cited chat over a user's notes: retrieve → numbered sections within a token budget →
+the chat model (or an extractive answer) → references cleaned → citations actually used."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import structlog
+from bson import ObjectId
+
+from api.chat.answer import extractive_answer, remove_invented_refs, used_citations
+from api.chat.context import Citation, build_context
+from api.chat.prompts import SYSTEM_PROMPT, build_messages
+from api.retrieval.models import SearchFilters
+from api.retrieval.service import RetrievalService
+from connectors.chat import ChatError, ChatMessage, ChatModel
+
+log = structlog.get_logger(__name__)
+
+MAX_HISTORY_MESSAGES = 10
+MAX_HISTORY_CHARS = 12_000
+
+
+@dataclass(frozen=True, slots=True)
+class ChatResult:
+    answer: str
+    citations: list[Citation]
+    mode: Literal["llm", "extractive"]
+    model: str | None = None
+    warning: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChatEvent:
+    """One SSE event: `citations` first, then `token`s, then `done` (or `error`)."""
+
+    event: Literal["citations", "token", "done", "error"]
+    data: dict[str, Any]
+
+
+def _trim_history(history: list[ChatMessage]) -> list[ChatMessage]:
+    kept: list[ChatMessage] = []
+    total = 0
+    for message in reversed(history[-MAX_HISTORY_MESSAGES:]):
+        total += len(message["content"])
+        if total > MAX_HISTORY_CHARS:
+            break
+        kept.append(message)
+    return list(reversed(kept))
+
+
+class ChatService:
+    """Answers a user's question from that user's notes only (retrieval is author-scoped;
+    the model sees nothing else, so nothing else can be cited or revealed)."""
+
+    def __init__(
+        self,
+        search: RetrievalService,
+        model: ChatModel | None,
+        count_tokens: Callable[[str], int],
+        *,
+        context_tokens: int,
+        notes_limit: int = 6,
+        max_sections: int = 8,
+    ) -> None:
+        self.search = search
+        self.model = model
+        self.count_tokens = count_tokens
+        self.context_tokens = context_tokens
+        self.notes_limit = notes_limit
+        self.max_sections = max_sections
+
+    async def context(
+        self, author_id: ObjectId, message: str, filters: SearchFilters | None
+    ) -> tuple[str, list[Citation]]:
+        """The numbered sections for `message` (what the model would see)."""
+        outcome = await self.search.search(
+            author_id, message, limit=self.notes_limit, chunks_per_note=3, filters=filters
+        )
+        return build_context(
+            outcome.results,
+            budget_tokens=self.context_tokens,
+            count_tokens=self.count_tokens,
+            max_sections=self.max_sections,
+        )
+
+    def _finish(self, raw: str, citations: list[Citation]) -> tuple[str, list[Citation]]:
+        answer = remove_invented_refs(raw, {c.ref for c in citations})
+        return answer, used_citations(answer, citations)
+
+    def _extractive(
+        self, message: str, citations: list[Citation], warning: str | None = None
+    ) -> ChatResult:
+        answer, used = self._finish(extractive_answer(message, citations), citations)
+        return ChatResult(answer=answer, citations=used, mode="extractive", warning=warning)
+
+    async def answer(
+        self,
+        author_id: ObjectId,
+        message: str,
+        history: list[ChatMessage],
+        filters: SearchFilters | None,
+    ) -> ChatResult:
+        started = time.perf_counter()
+        context, citations = await self.context(author_id, message, filters)
+        if self.model is None:
+            return self._extractive(message, citations)
+        messages = build_messages(context, message, _trim_history(history))
+        try:
+            raw = await self.model.complete(messages)
+        except ChatError as exc:
+            log.warning("chat.model_failed", error=str(exc)[:300])
+            return self._extractive(
+                message, citations, warning=f"chat model unavailable ({exc}); extractive answer"
+            )
+        answer, used = self._finish(raw, citations)
+        log.info(
+            "chat.answered",
+            refs=len(citations),
+            cited=len(used),
+            took_ms=round((time.perf_counter() - started) * 1000, 1),
+        )
+        return ChatResult(answer=answer, citations=used, mode="llm", model=self.model.model)
+
+    async def stream(
+        self,
+        author_id: ObjectId,
+        message: str,
+        history: list[ChatMessage],
+        filters: SearchFilters | None,
+    ) -> AsyncIterator[ChatEvent]:
+        """The same answer as `answer`, as events. Tokens are streamed as the model writes
+        them; the final `done` event carries the cleaned answer and the used citations
+        (identical to the JSON response)."""
+        context, citations = await self.context(author_id, message, filters)
+        yield ChatEvent("citations", {"citations": [citation_dict(c) for c in citations]})
+        if self.model is None:
+            result = self._extractive(message, citations)
+            yield ChatEvent("token", {"text": result.answer})
+            yield ChatEvent("done", result_dict(result))
+            return
+        parts: list[str] = []
+        try:
+            async for delta in self.model.stream(
+                build_messages(context, message, _trim_history(history))
+            ):
+                parts.append(delta)
+                yield ChatEvent("token", {"text": delta})
+        except ChatError as exc:
+            log.warning("chat.stream_failed", error=str(exc)[:300])
+            if not parts:
+                result = self._extractive(
+                    message, citations, warning=f"chat model unavailable ({exc}); extractive answer"
+                )
+                yield ChatEvent("token", {"text": result.answer})
+                yield ChatEvent("done", result_dict(result))
+                return
+            yield ChatEvent("error", {"error": "chat_model_failed", "detail": str(exc)[:300]})
+            return
+        answer, used = self._finish("".join(parts), citations)
+        yield ChatEvent(
+            "done",
+            result_dict(
+                ChatResult(answer=answer, citations=used, mode="llm", model=self.model.model)
+            ),
+        )
+
+
+def citation_dict(c: Citation) -> dict[str, Any]:
+    return {
+        "ref": c.ref,
+        "note_id": c.note_id,
+        "title": c.title,
+        "heading_path": c.heading_path,
+        "start_offset": c.start_offset,
+        "end_offset": c.end_offset,
+        "snippet": c.snippet,
+    }
+
+
+def result_dict(r: ChatResult) -> dict[str, Any]:
+    return {
+        "answer": r.answer,
+        "citations": [citation_dict(c) for c in r.citations],
+        "mode": r.mode,
+        "model": r.model,
+        "warning": r.warning,
+    }
+
+
+__all__ = ["SYSTEM_PROMPT", "ChatEvent", "ChatResult", "ChatService"]
