@@ -18,6 +18,8 @@ app = typer.Typer(
 )
 users_app = typer.Typer(help="Manage users and API keys.", no_args_is_help=True)
 app.add_typer(users_app, name="users")
+indexes_app = typer.Typer(help="Manage the Atlas Search indexes.", no_args_is_help=True)
+app.add_typer(indexes_app, name="indexes")
 
 
 def settings_or_exit() -> Settings:
@@ -100,6 +102,18 @@ async def _run_worker(settings: Settings, concurrency: int) -> None:
         await embedder.aclose()
         if openai_client is not None:
             await openai_client.close()
+
+
+@indexes_app.command("create")
+def indexes_create(
+    wait: Annotated[bool, typer.Option(help="Wait until the indexes are queryable")] = True,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait")] = 600,
+) -> None:
+    """Create or update the Atlas Vector Search and Atlas Search indexes on note_chunks
+    (definitions in atlas_indexes/, numDimensions from the configured embedding model)."""
+    from scripts.create_indexes import run
+
+    raise typer.Exit(asyncio.run(run(wait=wait, timeout_s=timeout)))
 
 
 @users_app.command("create")
