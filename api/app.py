@@ -24,6 +24,7 @@ from api.indexing.chunks_repository import ChunksRepository
 from api.indexing.runtime import build_indexing
 from api.logging import configure_logging
 from api.middleware import BodyLimitMiddleware, RequestContextMiddleware
+from api.notes.imports import ImportService
 from api.notes.repository import NotesRepository, NotesSearchQueries
 from api.notes.routes import router as notes_router
 from api.notes.service import NotesService
@@ -163,6 +164,9 @@ def build_lifespan(settings: Settings):
                 ),
                 embedder=embedder,
                 chunker=chunker,
+                imports=ImportService(
+                    notes, max_file_bytes=settings.autonote_max_import_file_bytes
+                ),
             )
             if settings.chunking_enabled:
                 await indexing.workers.start()
@@ -199,6 +203,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(
         BodyLimitMiddleware,
         default_limit=settings.autonote_max_request_bytes,
+        limits={"/v1/notes/import": settings.autonote_max_import_bytes},
     )
     app.add_middleware(RequestContextMiddleware)
     app.include_router(notes_router)

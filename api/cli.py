@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -15,6 +16,7 @@ app = typer.Typer(
     help="Autonote: markdown notes with heading-aware chunks, hybrid search and cited chat.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode="markdown",
 )
 users_app = typer.Typer(help="Manage users and API keys.", no_args_is_help=True)
 app.add_typer(users_app, name="users")
@@ -114,6 +116,71 @@ def indexes_create(
     from scripts.create_indexes import run
 
     raise typer.Exit(asyncio.run(run(wait=wait, timeout_s=timeout)))
+
+
+@app.command("import")
+def import_files(
+    paths: Annotated[list[Path], typer.Argument(help="Files or folders (e.g. an Obsidian vault)")],
+    url: Annotated[str, typer.Option(help="Autonote server")] = "http://127.0.0.1:8000",
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="AUTONOTE_API_KEY", help="API key (default: AUTONOTE_DATA_DIR/api_key)"
+        ),
+    ] = None,
+    tag: Annotated[list[str] | None, typer.Option(help="Tag added to every imported note")] = None,
+    batch: Annotated[int, typer.Option(min=1, max=200, help="Files per request")] = 20,
+) -> None:
+    """Import .md/.txt/.html/.docx/.pdf files (folders recursively; hidden folders such as
+    .obsidian are skipped) into a running server as notes of the key's user. Prints one line
+    per file; exits 1 if any file failed."""
+    import httpx
+
+    settings = settings_or_exit()
+    from api.importing import iter_import_paths
+
+    key = api_key
+    key_file = settings.autonote_data_dir / "api_key"
+    if key is None and key_file.exists():
+        key = key_file.read_text().strip()
+    if not key:
+        typer.echo("autonote: no API key (pass --api-key or set AUTONOTE_API_KEY)", err=True)
+        raise typer.Exit(2)
+    skipped: list[Path] = []
+    try:
+        files = list(iter_import_paths(paths, on_skip=lambda p, _code: skipped.append(p)))
+    except FileNotFoundError as exc:
+        typer.echo(f"autonote: {exc}", err=True)
+        raise typer.Exit(2) from None
+    for path in skipped:
+        typer.echo(f"skipped      {path} (unsupported type)")
+    imported = failed = 0
+    headers = {"Authorization": f"Bearer {key}"}
+    with httpx.Client(base_url=url, headers=headers, timeout=300) as client:
+        for start in range(0, len(files), batch):
+            group = files[start : start + batch]
+            upload = [("files", (str(p), p.read_bytes())) for p in group]
+            data = {"tags": tag} if tag else None
+            try:
+                resp = client.post("/v1/notes/import", files=upload, data=data)
+            except httpx.HTTPError as exc:
+                typer.echo(f"autonote: cannot reach {url}: {exc}", err=True)
+                raise typer.Exit(2) from None
+            if resp.status_code != 200:
+                typer.echo(f"autonote: server answered {resp.status_code}: {resp.text}", err=True)
+                raise typer.Exit(1)
+            body = resp.json()
+            for item in body["imported"]:
+                imported += 1
+                typer.echo(
+                    f"imported     {item['filename']} -> {item['note']['id']} "
+                    f"{item['note']['title']!r}"
+                )
+            for item in body["errors"]:
+                failed += 1
+                typer.echo(f"failed       {item['filename']}: {item['error']}: {item['detail']}")
+    typer.echo(f"{imported} imported, {failed} failed, {len(skipped)} skipped")
+    raise typer.Exit(1 if failed else 0)
 
 
 @users_app.command("create")

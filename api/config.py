@@ -59,6 +59,9 @@ class Settings(BaseSettings):
     autonote_port: int = Field(8000, ge=1, le=65535)
     autonote_max_note_bytes: int = Field(2_000_000, ge=1_000, le=64_000_000)
     autonote_max_request_bytes: int = Field(8_000_000, ge=10_000, le=512_000_000)
+    autonote_max_import_bytes: int = Field(50_000_000, ge=10_000, le=2_000_000_000)
+    autonote_max_import_file_bytes: int = Field(10_000_000, ge=1_000, le=500_000_000)
+    autonote_max_import_files: int = Field(200, ge=1, le=10_000)
     autonote_max_tags: int = Field(50, ge=0, le=1000)
     autonote_max_tag_length: int = Field(64, ge=1, le=512)
     autonote_rate_limit_per_minute: int = Field(1200, ge=0)  # 0 disables

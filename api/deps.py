@@ -32,6 +32,7 @@ class Container:
     chunker: Any = None  # api.services.chunking strategy object
     search: Any = None  # api.retrieval.service.RetrievalService
     chat: Any = None  # api.chat.service.ChatService
+    imports: Any = None  # api.notes.imports.ImportService
     embedded: EmbeddedMongo | None = None
 
 

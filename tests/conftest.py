@@ -109,3 +109,58 @@ async def api(make_settings: Any) -> AsyncIterator[Api]:
     """The app with default test settings."""
     async with running_app(make_settings()) as running:
         yield running
+
+
+class ServedApp:
+    """The app served for real by uvicorn on 127.0.0.1 in a background thread (for tests
+    that need actual HTTP: CLI commands, SSE clients, schemathesis, load)."""
+
+    def __init__(self, settings: Settings) -> None:
+        import socket
+        import threading
+
+        import uvicorn
+
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self.port = self._sock.getsockname()[1]
+        self.app = create_app(settings)
+        config = uvicorn.Config(
+            self.app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=5
+        )
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True
+        )
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> ServedApp:
+        import time
+
+        self._thread.start()
+        deadline = time.monotonic() + 60
+        while not self.server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self._thread.join(30)
+        self._sock.close()
+
+    def new_user(self, name: str = "user") -> str:
+        """Create a user through the admin API; return its API key."""
+        resp = httpx.post(
+            f"{self.url}/v1/admin/users",
+            json={"name": name},
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+            timeout=30,
+        )
+        assert resp.status_code == 201, resp.text
+        return resp.json()["api_key"]

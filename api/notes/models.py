@@ -227,3 +227,21 @@ class ChunkList(BaseModel):
     indexed_version: int | None
     index_status: IndexStatus
     items: list[ChunkOut]
+
+
+class ImportedFile(BaseModel):
+    filename: str
+    note: NoteSummary
+
+
+class ImportFailure(BaseModel):
+    filename: str
+    error: str = Field(examples=["unsupported_type", "too_large", "not_utf8", "corrupt_file"])
+    detail: str
+
+
+class ImportResult(BaseModel):
+    """Per-file outcome: files that failed are listed with the reason; the rest imported."""
+
+    imported: list[ImportedFile]
+    errors: list[ImportFailure]

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Header, Query, Response, status
+from fastapi import APIRouter, File, Form, Header, Query, Response, UploadFile, status
 
-from api.deps import CurrentUser, NotesServiceDep
+from api.deps import ContainerDep, CurrentUser, NotesServiceDep
+from api.errors import PayloadTooLarge, ValidationFailed
 from api.notes.models import (
     ChunkList,
     ChunkOut,
+    ImportedFile,
+    ImportFailure,
+    ImportResult,
     NoteCreate,
     NoteList,
     NoteOut,
@@ -40,6 +44,41 @@ async def create_note(
     doc = await notes.create(user, body)
     response.headers["Location"] = f"/v1/notes/{doc['_id']}"
     return _with_etag(response, doc)
+
+
+@router.post("/import", response_model=ImportResult, responses=errors(413, *AUTHED))
+async def import_notes(
+    user: CurrentUser,
+    container: ContainerDep,
+    files: Annotated[list[UploadFile], File(description=".md .txt .html .docx .pdf files")],
+    tags: Annotated[list[str] | None, Form(description="Tags added to every note")] = None,
+) -> ImportResult:
+    """Import files as notes (multipart). Markdown and text are stored as written; HTML and
+    DOCX become markdown that keeps headings, GFM tables, lists, code and links (scripts,
+    navigation, headers and footers dropped); PDF text is extracted. Title from front
+    matter, the first H1, or the file name; tags from front matter. Each file succeeds or
+    fails on its own: failures are listed with a reason, the rest are imported."""
+    settings = container.settings
+    if len(files) > settings.autonote_max_import_files:
+        raise ValidationFailed(
+            f"too many files: {len(files)} > {settings.autonote_max_import_files}"
+        )
+    payload: list[tuple[str, bytes]] = []
+    for upload in files:
+        data = await upload.read(settings.autonote_max_import_file_bytes + 1)
+        if len(data) > settings.autonote_max_import_file_bytes:
+            raise PayloadTooLarge(
+                f"{upload.filename}: over the per-file limit of "
+                f"{settings.autonote_max_import_file_bytes} bytes"
+            )
+        payload.append((upload.filename or "untitled", data))
+    report = await container.imports.import_files(user, payload, extra_tags=tags)
+    return ImportResult(
+        imported=[
+            ImportedFile(filename=f, note=NoteSummary.from_doc(d)) for f, d in report.imported
+        ],
+        errors=[ImportFailure(filename=f, error=c, detail=d) for f, c, d in report.errors],
+    )
 
 
 @router.get("", response_model=NoteList, responses=errors(400, *AUTHED))

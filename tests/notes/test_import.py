@@ -1,0 +1,140 @@
+"""POST /v1/notes/import and `autonote import`: real HTML pages and DOCX files become notes
+whose chunks carry the documents' heading breadcrumbs; bad files fail alone."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+from typing import Any
+
+import httpx
+from docx import Document
+from typer.testing import CliRunner
+
+from api.cli import app as cli
+from tests.conftest import Api, ServedApp
+from tests.helpers import wait_indexed
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "importing"
+
+MD = b"""---
+title: Garden plan
+tags: [garden, spring]
+---
+# Ignored as title
+
+## Tomatoes
+
+Plant after the last frost.
+"""
+
+
+def make_docx() -> bytes:
+    doc = Document()
+    doc.add_paragraph("Quarterly review", style="Title")
+    doc.add_paragraph("Revenue", style="Heading 1")
+    doc.add_paragraph("Revenue grew in every region.", style="Normal")
+    doc.add_paragraph("Costs", style="Heading 2")
+    table = doc.add_table(rows=2, cols=2)
+    for (r, c), text in {(0, 0): "Item", (0, 1): "EUR", (1, 0): "Cloud", (1, 1): "120"}.items():
+        table.cell(r, c).text = text
+    buf = io.BytesIO()
+    doc.save(buf)
+    return buf.getvalue()
+
+
+async def test_import_mixed_files(api: Api) -> None:
+    h = await api.new_user()
+    html = (FIXTURES / "rust-book-data-types.html").read_bytes()
+    files = [
+        ("files", ("garden.md", MD, "text/markdown")),
+        ("files", ("data-types.html", html, "text/html")),
+        ("files", ("review.docx", make_docx(), "application/octet-stream")),
+        ("files", ("broken.docx", b"PK not really a zip", "application/octet-stream")),
+        ("files", ("virus.exe", b"MZ...", "application/octet-stream")),
+        ("files", ("empty.txt", b"", "text/plain")),
+    ]
+    r = await api.client.post(
+        "/v1/notes/import", files=files, data={"tags": ["imported"]}, headers=h
+    )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert [i["filename"] for i in body["imported"]] == [
+        "garden.md",
+        "data-types.html",
+        "review.docx",
+    ]
+    assert {e["filename"]: e["error"] for e in body["errors"]} == {
+        "broken.docx": "corrupt_file",
+        "virus.exe": "unsupported_type",
+        "empty.txt": "empty",
+    }
+    notes = {i["filename"]: i["note"] for i in body["imported"]}
+    assert notes["garden.md"]["title"] == "Garden plan"
+    assert notes["garden.md"]["tags"] == ["garden", "spring", "imported"]
+    assert notes["review.docx"]["title"] == "Quarterly review"
+
+    for filename, expected in (
+        ("garden.md", ["Garden plan", "Ignored as title", "Tomatoes"]),
+        ("review.docx", ["Quarterly review", "Revenue", "Costs"]),
+    ):
+        note_id = notes[filename]["id"]
+        await wait_indexed(api, h, note_id)
+        chunks = (await api.client.get(f"/v1/notes/{note_id}/chunks", headers=h)).json()["items"]
+        assert chunks[-1]["heading_path"] == expected, filename
+    docx_note = (await api.client.get(f"/v1/notes/{notes['review.docx']['id']}", headers=h)).json()
+    assert (
+        "| Item | EUR |" in docx_note["content_md"] and "| --- | --- |" in docx_note["content_md"]
+    )
+    rust = notes["data-types.html"]["id"]
+    await wait_indexed(api, h, rust)
+    paths = {
+        tuple(c["heading_path"][1:])
+        for c in (await api.client.get(f"/v1/notes/{rust}/chunks", headers=h)).json()["items"]
+    }
+    assert ("Data Types", "Scalar Types", "Integer Types") in paths
+
+
+async def test_import_rejects_oversized_upload(make_settings: Any) -> None:
+    from tests.conftest import running_app
+
+    async with running_app(make_settings(autonote_max_import_bytes=50_000)) as api:
+        h = await api.new_user()
+        r = await api.client.post(
+            "/v1/notes/import",
+            headers=h,
+            files=[("files", ("big.md", b"x" * 100_000, "text/markdown"))],
+        )
+        assert r.status_code == 413
+        assert await api.container.db.notes.count_documents({}) == 0
+
+
+def test_cli_import_of_a_vault(make_settings: Any, tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    (vault / ".obsidian").mkdir(parents=True)
+    (vault / ".obsidian" / "workspace.md").write_text("# internal")
+    (vault / "daily").mkdir()
+    (vault / "daily" / "monday.md").write_text("# Monday\n\n## Todo\n\nBuy milk #errands\n")
+    (vault / "guide.html").write_bytes((FIXTURES / "libffi-the-basics.html").read_bytes())
+    (vault / "image.png").write_bytes(b"\x89PNG")
+    shutil.copy(FIXTURES / "field-guide.docx", vault / "field-guide.docx")
+    with ServedApp(make_settings()) as served:
+        key = served.new_user("importer")
+        result = CliRunner().invoke(
+            cli, ["import", str(vault), "--url", served.url, "--api-key", key, "--tag", "vault"]
+        )
+        assert result.exit_code == 0, result.output
+        assert "3 imported, 0 failed, 1 skipped" in result.output
+        assert "workspace.md" not in result.output
+        listing = httpx.get(
+            f"{served.url}/v1/notes",
+            params={"tag": "vault"},
+            headers={"Authorization": f"Bearer {key}"},
+        ).json()
+        titles = {n["title"] for n in listing["items"]}
+        assert "Monday" in titles and len(titles) == 3
+        bad = CliRunner().invoke(
+            cli, ["import", str(vault / "image.png"), "--url", served.url, "--api-key", key]
+        )
+        assert bad.exit_code == 0 and "0 imported" in bad.output
