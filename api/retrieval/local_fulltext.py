@@ -127,23 +127,37 @@ class FullTextIndex:
 
     def replace_note(self, note_ord: int, chunks: Sequence[ChunkData]) -> None:
         """Swap every row of note `note_ord` for `chunks`, in one transaction."""
-        if len(chunks) >= 1 << ROWID_BITS:
-            raise ValueError("too many chunks in one note for the full-text index")
-        old = self._note_rows.get(note_ord, [])
-        new_rows = [(note_ord << ROWID_BITS) | pos for pos in range(len(chunks))]
+        self.replace_notes([(note_ord, chunks)])
+
+    def replace_notes(self, items: Sequence[tuple[int, Sequence[ChunkData]]]) -> None:
+        """`replace_note` for several notes (distinct ordinals) in ONE transaction."""
+        if len({o for o, _ in items}) != len(items):
+            raise ValueError("a note ordinal appears twice in one batch")
+        plan: list[tuple[int, list[int], list[int], Sequence[ChunkData]]] = []
+        for note_ord, chunks in items:
+            if len(chunks) >= 1 << ROWID_BITS:
+                raise ValueError("too many chunks in one note for the full-text index")
+            new_rows = [(note_ord << ROWID_BITS) | pos for pos in range(len(chunks))]
+            plan.append((note_ord, self._note_rows.get(note_ord, []), new_rows, chunks))
         with self._transaction():
-            self._delete_rows(old)
-            self._db.executemany(
-                "INSERT INTO chunks(rowid, heading, content) VALUES (?, ?, ?)",
-                [(r, c.section_path, c.content_md) for r, c in zip(new_rows, chunks, strict=True)],
-            )
-        for row in old:
-            del self._rows[row]
-        self._rows.update(zip(new_rows, chunks, strict=True))
-        if new_rows:
-            self._note_rows[note_ord] = new_rows
-        else:
-            self._note_rows.pop(note_ord, None)
+            for _, old, new_rows, chunks in plan:
+                self._delete_rows(old)
+                self._db.executemany(
+                    "INSERT INTO chunks(rowid, heading, content) VALUES (?, ?, ?)",
+                    [
+                        (r, c.section_path, c.content_md)
+                        for r, c in zip(new_rows, chunks, strict=True)
+                    ],
+                )
+        # Only after COMMIT: a failed transaction leaves the row map as the table is.
+        for note_ord, old, new_rows, chunks in plan:
+            for row in old:
+                del self._rows[row]
+            self._rows.update(zip(new_rows, chunks, strict=True))
+            if new_rows:
+                self._note_rows[note_ord] = new_rows
+            else:
+                self._note_rows.pop(note_ord, None)
 
     def remove_note(self, note_ord: int) -> None:
         """Delete every row of note `note_ord` (no-op when absent)."""

@@ -28,15 +28,16 @@ from __future__ import annotations
 import dataclasses
 import sys
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import structlog
 
+from api.retrieval.local_filters import NoteFilterIndex
 from api.retrieval.local_fulltext import FullTextIndex
 from api.retrieval.local_vectors import VectorSnapshot, VectorStore, search_snapshot
-from api.retrieval.models import ChunkData, ChunkRecord, NoteMeta, SearchFilters, as_utc
+from api.retrieval.models import ChunkData, ChunkRecord, NoteMeta, SearchFilters
 
 log = structlog.get_logger(__name__)
 
@@ -63,11 +64,22 @@ class _NoteEntry:
 
 
 @dataclass(slots=True)
+class _Prepared:
+    """A validated note update, ready to be swapped in."""
+
+    meta: NoteMeta
+    version: int
+    data: list[ChunkData]
+    vectors: np.ndarray
+
+
+@dataclass(slots=True)
 class _Partition:
     """One author's share of the index."""
 
     vectors: VectorStore
     fulltext: FullTextIndex
+    filters: NoteFilterIndex = field(default_factory=NoteFilterIndex)
     lock: threading.Lock = field(default_factory=threading.Lock)
     notes: dict[str, _NoteEntry] = field(default_factory=dict)
     next_ord: int = 0
@@ -100,50 +112,53 @@ class LocalIndex:
         Raises `ValueError` when a chunk belongs to another note, author or version, when
         chunk ids repeat, or when a vector has the wrong shape.
         """
-        self._validate(note, version, chunks)
-        vectors = np.empty((len(chunks), self.dimensions), dtype=np.float32)
-        for i, chunk in enumerate(chunks):
-            vectors[i] = _unit(chunk.vector)
-        data = [chunk.data() for chunk in chunks]
-        meta = dataclasses.replace(note, indexed_version=version)
+        return self.replace_notes([(note, version, chunks)])[0]
+
+    def replace_notes(
+        self, items: Sequence[tuple[NoteMeta, int, Sequence[ChunkRecord]]]
+    ) -> list[bool]:
+        """`replace_note` for many notes at once (start-up loading, catch-up batches): one
+        full-text transaction and one vector snapshot swap per author, so readers see the
+        batch all-or-nothing per author. Returns, per item, whether it was applied. Every
+        item is validated before anything changes; a note may appear only once."""
+        if len({note.note_id for note, _, _ in items}) != len(items):
+            raise ValueError("a note appears twice in one batch")
+        prepared = []
+        for note, version, chunks in items:
+            self._validate(note, version, chunks)
+            prepared.append(
+                _Prepared(
+                    meta=dataclasses.replace(note, indexed_version=version),
+                    version=version,
+                    data=[chunk.data() for chunk in chunks],
+                    vectors=_unit_rows([chunk.vector for chunk in chunks], self.dimensions),
+                )
+            )
+        applied: list[bool] = []
         with self._write_lock:
-            current = self._entry(note.note_id)
-            if current is not None and current.version > version:
-                log.debug(
-                    "local_index.stale_replace_ignored",
-                    note_id=note.note_id,
-                    held_version=current.version,
-                    version=version,
-                )
-                return False
-            old_author = self._note_author.get(note.note_id)
-            if old_author is not None and old_author != note.author_id:
-                self._remove_locked(note.note_id)
-            part = self._authors.get(note.author_id)
-            if part is None:
-                part = _Partition(
-                    vectors=VectorStore(self.dimensions),
-                    fulltext=FullTextIndex(
-                        heading_weight=self._weights[0], content_weight=self._weights[1]
-                    ),
-                )
-                self._authors[note.author_id] = part
-            entry = part.notes.get(note.note_id)
-            ord_ = entry.ord if entry is not None else part.next_ord
-            with part.lock:
-                part.fulltext.replace_note(ord_, data)
-                part.vectors.replace_note(ord_, data, vectors)
-                part.notes[note.note_id] = _NoteEntry(
-                    meta=meta,
-                    version=version,
-                    ord=ord_,
-                    chunk_count=len(data),
-                    nbytes=_meta_bytes(meta) + sum(_chunk_bytes(c) for c in data),
-                )
-                if entry is None:
-                    part.next_ord += 1
-            self._note_author[note.note_id] = note.author_id
-        return True
+            by_author: dict[str, list[_Prepared]] = {}
+            for p in prepared:
+                note_id = p.meta.note_id
+                current = self._entry(note_id)
+                if current is not None and current.version > p.version:
+                    log.debug(
+                        "local_index.stale_replace_ignored",
+                        note_id=note_id,
+                        held_version=current.version,
+                        version=p.version,
+                    )
+                    applied.append(False)
+                    continue
+                old_author = self._note_author.get(note_id)
+                if old_author is not None and old_author != p.meta.author_id:
+                    self._remove_locked(note_id)
+                by_author.setdefault(p.meta.author_id, []).append(p)
+                applied.append(True)
+            for author_id, group in by_author.items():
+                self._apply(self._partition(author_id), group)
+                for p in group:
+                    self._note_author[p.meta.note_id] = author_id
+        return applied
 
     def remove_note(self, note_id: str) -> bool:
         """Drop the note and all its chunks; False when it was not indexed."""
@@ -163,6 +178,7 @@ class LocalIndex:
             with part.lock:
                 entry = part.notes[note.note_id]
                 meta = dataclasses.replace(note, indexed_version=entry.version)
+                part.filters.set(entry.ord, meta, previous=entry.meta)
                 entry.nbytes += _meta_bytes(meta) - _meta_bytes(entry.meta)
                 entry.meta = meta
             return True
@@ -201,9 +217,9 @@ class LocalIndex:
         if part is None or k <= 0:
             return []
         with part.lock:
-            allowed = _allowed_ords(part, filters)
+            mask = _note_mask(part, filters)
             snapshot = part.vectors.snapshot
-        return _vector_search(snapshot, query_vector, k, allowed)
+        return _vector_search(snapshot, query_vector, k, mask)
 
     def search_keyword(
         self, author_id: str, query: str, k: int, filters: SearchFilters | None = None
@@ -215,7 +231,7 @@ class LocalIndex:
         if part is None or k <= 0:
             return []
         with part.lock:
-            allowed = _allowed_ords(part, filters)
+            allowed = _allowed_list(part, _note_mask(part, filters))
             if allowed is not None and not allowed:
                 return []
             return part.fulltext.search(query, k, allowed)
@@ -236,14 +252,16 @@ class LocalIndex:
         if part is None:
             return [], []
         with part.lock:
-            allowed = _allowed_ords(part, filters)
+            mask = _note_mask(part, filters)
             snapshot = part.vectors.snapshot
             keyword: ScoredChunks = []
-            if query is not None and k_keyword > 0 and (allowed is None or allowed):
-                keyword = part.fulltext.search(query, k_keyword, allowed)
+            if query is not None and k_keyword > 0:
+                allowed = _allowed_list(part, mask)
+                if allowed is None or allowed:
+                    keyword = part.fulltext.search(query, k_keyword, allowed)
         vector: ScoredChunks = []
         if query_vector is not None and k_vector > 0:
-            vector = _vector_search(snapshot, query_vector, k_vector, allowed)
+            vector = _vector_search(snapshot, query_vector, k_vector, mask)
         return vector, keyword
 
     def stats(self) -> IndexStats:
@@ -264,7 +282,7 @@ class LocalIndex:
         for part in list(self._authors.values()):
             with part.lock:
                 total += part.vectors.memory_bytes() + part.fulltext.memory_bytes()
-                total += sys.getsizeof(part.notes)
+                total += sys.getsizeof(part.notes) + part.filters.nbytes()
                 total += sum(e.nbytes + 120 for e in part.notes.values())
         return total
 
@@ -275,6 +293,46 @@ class LocalIndex:
         part = self._authors.get(author) if author is not None else None
         return part.notes.get(note_id) if part is not None else None
 
+    def _partition(self, author_id: str) -> _Partition:
+        part = self._authors.get(author_id)
+        if part is None:
+            part = _Partition(
+                vectors=VectorStore(self.dimensions),
+                fulltext=FullTextIndex(
+                    heading_weight=self._weights[0], content_weight=self._weights[1]
+                ),
+            )
+            self._authors[author_id] = part
+        return part
+
+    def _apply(self, part: _Partition, group: list[_Prepared]) -> None:
+        """Swap the group's notes into one author's stores (under the write lock)."""
+        ords: list[int] = []
+        next_ord = part.next_ord
+        for p in group:
+            entry = part.notes.get(p.meta.note_id)
+            if entry is not None:
+                ords.append(entry.ord)
+            else:
+                ords.append(next_ord)
+                next_ord += 1
+        with part.lock:
+            part.fulltext.replace_notes([(o, p.data) for o, p in zip(ords, group, strict=True)])
+            part.vectors.replace_notes(
+                [(o, p.data, p.vectors) for o, p in zip(ords, group, strict=True)]
+            )
+            part.next_ord = next_ord
+            for ord_, p in zip(ords, group, strict=True):
+                entry = part.notes.get(p.meta.note_id)
+                part.filters.set(ord_, p.meta, previous=entry.meta if entry else None)
+                part.notes[p.meta.note_id] = _NoteEntry(
+                    meta=p.meta,
+                    version=p.version,
+                    ord=ord_,
+                    chunk_count=len(p.data),
+                    nbytes=_meta_bytes(p.meta) + sum(_chunk_bytes(c) for c in p.data),
+                )
+
     def _remove_locked(self, note_id: str) -> bool:
         author = self._note_author.pop(note_id, None)
         if author is None:
@@ -282,6 +340,7 @@ class LocalIndex:
         part = self._authors[author]
         with part.lock:
             entry = part.notes.pop(note_id)
+            part.filters.clear(entry.ord, entry.meta)
             part.fulltext.remove_note(entry.ord)
             part.vectors.remove_note(entry.ord)
         if not part.notes:
@@ -310,44 +369,44 @@ class LocalIndex:
 
 
 def _vector_search(
-    snapshot: VectorSnapshot, query_vector: np.ndarray, k: int, allowed: list[int] | None
+    snapshot: VectorSnapshot, query_vector: np.ndarray, k: int, mask: np.ndarray | None
 ) -> ScoredChunks:
-    if allowed is not None and not allowed:
+    if mask is not None and not mask.any():
         return []
-    ords = None if allowed is None else np.asarray(allowed, dtype=np.int64)
-    return search_snapshot(snapshot, query_vector, k, ords)
+    return search_snapshot(snapshot, query_vector, k, mask)
 
 
-def _allowed_ords(part: _Partition, filters: SearchFilters | None) -> list[int] | None:
-    """Ordinals of the author's notes passing `filters`; None when nothing is filtered.
-    Called under the partition lock."""
+def _note_mask(part: _Partition, filters: SearchFilters | None) -> np.ndarray | None:
+    """Boolean mask over the author's note ordinals passing `filters`, None when nothing
+    is filtered. Called under the partition lock."""
     if filters is None or filters.is_empty:
         return None
+    note_ords = None
     if filters.note_ids is not None:
-        entries: Iterable[_NoteEntry] = (
-            e for e in (part.notes.get(n) for n in set(filters.note_ids)) if e is not None
-        )
-    else:
-        entries = part.notes.values()
-    tags = set(filters.tags) if filters.tags is not None else None
-    after = as_utc(filters.updated_after) if filters.updated_after is not None else None
-    allowed: list[int] = []
-    for entry in entries:
-        meta = entry.meta
-        if tags is not None and tags.isdisjoint(meta.tags):
-            continue
-        if after is not None and as_utc(meta.updated_at) <= after:
-            continue
-        allowed.append(entry.ord)
-    return allowed
+        entries = (part.notes.get(n) for n in set(filters.note_ids))
+        note_ords = [e.ord for e in entries if e is not None]
+    return part.filters.mask(filters, note_ords)
 
 
-def _unit(vector: np.ndarray) -> np.ndarray:
-    v = np.asarray(vector, dtype=np.float32)
-    if not np.isfinite(v).all():
+def _allowed_list(part: _Partition, mask: np.ndarray | None) -> list[int] | None:
+    """The ordinals a mask allows (for SQL), or None when it allows every note."""
+    if mask is None:
+        return None
+    allowed = np.flatnonzero(mask)
+    if len(allowed) == len(part.notes):
+        return None
+    return allowed.tolist()
+
+
+def _unit_rows(vectors: Sequence[np.ndarray], dim: int) -> np.ndarray:
+    """Stack vectors into a float32 matrix with L2-normalised rows (zero rows stay zero)."""
+    if not vectors:
+        return np.empty((0, dim), dtype=np.float32)
+    matrix = np.stack([np.asarray(v, dtype=np.float32) for v in vectors])
+    if not np.isfinite(matrix).all():
         raise ValueError("vectors must be finite")
-    norm = float(np.linalg.norm(v))
-    return v / norm if norm > 0 else v
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
 
 
 def _str_list_bytes(values: list[str]) -> int:

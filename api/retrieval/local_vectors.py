@@ -77,9 +77,15 @@ class VectorStore:
     def replace_note(self, note_ord: int, chunks: Sequence[ChunkData], vectors: np.ndarray) -> None:
         """Publish `chunks` (row i has vector `vectors[i]`) as note `note_ord`'s rows and
         tombstone its previous rows, in one snapshot swap."""
-        vectors = self._checked(vectors, len(chunks))
+        self.replace_notes([(note_ord, chunks, vectors)])
+
+    def replace_notes(self, items: Sequence[tuple[int, Sequence[ChunkData], np.ndarray]]) -> None:
+        """`replace_note` for several notes (distinct ordinals) in ONE snapshot swap."""
+        checked = [(o, c, self._checked(v, len(c))) for o, c, v in items]
+        if len({o for o, _, _ in checked}) != len(checked):
+            raise ValueError("a note ordinal appears twice in one batch")
         snap = self._snap
-        n = len(chunks)
+        n = sum(len(c) for _, c, _ in checked)
         size = snap.size
         matrix, note_ords = snap.matrix, snap.note_ords
         if size + n > matrix.shape[0]:
@@ -90,20 +96,25 @@ class VectorStore:
             matrix[:size] = snap.matrix[:size]
             note_ords = np.empty(capacity, dtype=np.int64)
             note_ords[:size] = snap.note_ords[:size]
-        matrix[size : size + n] = vectors
-        note_ords[size : size + n] = note_ord
         chunks_list = snap.chunks
         del chunks_list[size:]  # rows of an unpublished failed write, if any
-        chunks_list.extend(chunks)
-
-        old_rows = self._note_rows.pop(note_ord, [])
         alive = np.ones(size + n, dtype=bool)
         alive[:size] = snap.alive
-        alive[old_rows] = False
-        new_rows = list(range(size, size + n))
-        if new_rows:
-            self._note_rows[note_ord] = new_rows
-        live = snap.live - len(old_rows) + n
+        row = size
+        live = snap.live
+        max_ord = snap.max_ord
+        for note_ord, chunks, vectors in checked:
+            count = len(chunks)
+            matrix[row : row + count] = vectors
+            note_ords[row : row + count] = note_ord
+            chunks_list.extend(chunks)
+            old_rows = self._note_rows.pop(note_ord, [])
+            alive[old_rows] = False
+            live += count - len(old_rows)
+            if count:
+                self._note_rows[note_ord] = list(range(row, row + count))
+                max_ord = max(max_ord, note_ord)
+            row += count
         self._snap = VectorSnapshot(
             matrix=matrix,
             note_ords=note_ords,
@@ -111,7 +122,7 @@ class VectorStore:
             chunks=chunks_list,
             size=size + n,
             live=live,
-            max_ord=max(snap.max_ord, note_ord if n else -1),
+            max_ord=max_ord,
         )
         dead = self._snap.size - live
         if dead > max(self._compact_min_rows, self._compact_ratio * self._snap.size):
@@ -166,12 +177,12 @@ def search_snapshot(
     snap: VectorSnapshot,
     query: np.ndarray,
     k: int,
-    allowed_notes: np.ndarray | None = None,
+    note_mask: np.ndarray | None = None,
 ) -> list[tuple[ChunkData, float]]:
     """Exact top-`k` rows of `snap` by cosine similarity to `query` (L2-normalised here),
-    among alive rows of notes in `allowed_notes` (note ordinals; None: every note). The
-    filter is a mask applied before selection, so excluded rows can never take a slot.
-    Ties are broken by row order (older rows first)."""
+    among alive rows of the notes allowed by `note_mask` (a boolean array indexed by note
+    ordinal; ordinals past its end are excluded; None: every note). The mask is applied
+    before selection, so excluded rows can never take a slot. Equal scores keep row order."""
     if k <= 0 or snap.live == 0:
         return []
     q = np.asarray(query, dtype=np.float32).reshape(-1)
@@ -184,12 +195,12 @@ def search_snapshot(
 
     size = snap.size
     mask: np.ndarray | None = None if snap.live == size else snap.alive
-    if allowed_notes is not None:
-        lut = np.zeros(snap.max_ord + 2, dtype=bool)
-        ords = np.asarray(allowed_notes, dtype=np.int64)
-        lut[ords[(ords >= 0) & (ords <= snap.max_ord)]] = True
-        note_mask = lut[snap.note_ords[:size]]
-        mask = note_mask if mask is None else note_mask & mask
+    if note_mask is not None:
+        lut = np.zeros(snap.max_ord + 1, dtype=bool)
+        m = min(len(note_mask), len(lut))
+        lut[:m] = note_mask[:m]
+        rows_allowed = lut[snap.note_ords[:size]]
+        mask = rows_allowed if mask is None else rows_allowed & mask
 
     if mask is None:
         rows = None

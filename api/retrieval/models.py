@@ -49,6 +49,9 @@ class ChunkData:
     chunk_type: str = "text"
 
 
+CHUNK_DATA_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ChunkData))
+
+
 @dataclass(slots=True, frozen=True, kw_only=True)
 class ChunkRecord(ChunkData):
     """A chunk as the indexer hands it to a search backend: data, embedded text and vector.
@@ -63,7 +66,7 @@ class ChunkRecord(ChunkData):
 
     def data(self) -> ChunkData:
         """The same chunk without its vector and embedded text (what an index stores)."""
-        return ChunkData(**{f.name: getattr(self, f.name) for f in fields(ChunkData)})
+        return ChunkData(**{name: getattr(self, name) for name in CHUNK_DATA_FIELDS})
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)
@@ -138,7 +141,7 @@ class ChunkHit(ChunkData):
         retriever_scores: Mapping[str, float] | None = None,
     ) -> ChunkHit:
         """A hit for `chunk` (a `ChunkData`, `ChunkRecord` or another `ChunkHit`)."""
-        values = {f.name: getattr(chunk, f.name) for f in fields(ChunkData)}
+        values = {name: getattr(chunk, name) for name in CHUNK_DATA_FIELDS}
         return cls(
             **values,
             score=float(score),

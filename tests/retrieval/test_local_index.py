@@ -236,3 +236,39 @@ def test_stats_and_memory_accounting(rng: np.random.Generator) -> None:
     text_bytes = 60 * len("lorem ipsum dolor " * 50)
     assert used - empty > text_bytes + 60 * DIM * 4
     assert used < 50 * 1024 * 1024
+
+
+def test_replace_notes_batch(rng: np.random.Generator) -> None:
+    index = LocalIndex(DIM)
+    a, b, c = note("a"), note("b", "bob"), note("c")
+    index.replace_note(c, 5, [chunk(c, 0, random_unit(rng), version=5)])
+    applied = index.replace_notes(
+        [
+            (a, 1, [chunk(a, i, random_unit(rng), text="alpha words") for i in range(3)]),
+            (b, 2, [chunk(b, 0, random_unit(rng), version=2, text="bob words")]),
+            (c, 4, [chunk(c, 0, random_unit(rng), version=4)]),  # older than held: ignored
+        ]
+    )
+    assert applied == [True, True, False]
+    assert (index.note_version("a"), index.note_version("b"), index.note_version("c")) == (1, 2, 5)
+    assert len(index.search_keyword("alice", "alpha", 10)) == 3
+    assert [x.note_id for x, _ in index.search_keyword("bob", "words", 10)] == ["b"]
+    with pytest.raises(ValueError, match="twice"):
+        index.replace_notes([(a, 2, []), (a, 3, [])])
+    with pytest.raises(ValueError):  # one bad item: nothing of the batch is applied
+        index.replace_notes([(a, 9, []), (b, 9, [chunk(a, 0, random_unit(rng), version=9)])])
+    assert index.note_version("a") == 1
+
+
+def test_removed_then_readded_note_is_filtered_by_its_new_metadata(
+    rng: np.random.Generator,
+) -> None:
+    index = LocalIndex(DIM)
+    first = note("n", tags=["red"])
+    index.replace_note(first, 1, [chunk(first, 0, random_unit(rng), text="sky")])
+    index.remove_note("n")
+    again = note("n", tags=["blue"])
+    index.replace_note(again, 2, [chunk(again, 0, random_unit(rng), version=2, text="sky")])
+    assert index.search_keyword("alice", "sky", 5, SearchFilters(tags=["red"])) == []
+    assert len(index.search_keyword("alice", "sky", 5, SearchFilters(tags=["blue"]))) == 1
+    assert len(index.search_vector("alice", random_unit(rng), 5, SearchFilters(tags=["blue"]))) == 1

@@ -81,11 +81,11 @@ def test_filter_mask_before_top_k_and_subset_path() -> None:
     store.replace_note(0, rows(0, 200), np.tile(q, (200, 1)))  # perfect matches
     far = -q + 0.01 * unit_rows(rng, 1)[0]
     store.replace_note(1, rows(1, 3), np.tile(far / np.linalg.norm(far), (3, 1)))
-    got = search_snapshot(store.snapshot, q, 3, allowed_notes=np.array([1]))
+    got = search_snapshot(store.snapshot, q, 3, note_mask=np.array([False, True]))
     assert [c.note_id for c, _ in got] == ["n1"] * 3
-    assert search_snapshot(store.snapshot, q, 3, allowed_notes=np.array([99])) == []
+    assert search_snapshot(store.snapshot, q, 3, note_mask=np.array([False, False])) == []
     # k larger than the matching rows returns them all.
-    assert len(search_snapshot(store.snapshot, q, 50, allowed_notes=np.array([1]))) == 3
+    assert len(search_snapshot(store.snapshot, q, 50, note_mask=np.array([False, True]))) == 3
 
 
 def test_published_snapshot_is_immutable() -> None:
