@@ -3,14 +3,15 @@ lifespan that owns every client (database, embedded server, models, workers)."""
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import structlog
 from bson import ObjectId
-from fastapi import FastAPI
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
 from pymongo.asynchronous.database import AsyncDatabase
 
 from api.chat.routes import router as chat_router
@@ -210,6 +211,26 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(users_router)
     app.include_router(search_router)
     app.include_router(chat_router)
+
+    @app.get(
+        "/metrics",
+        tags=["ops"],
+        response_class=PlainTextResponse,
+        responses={401: {"description": "AUTONOTE_METRICS_TOKEN is set and not given"}},
+    )
+    async def metrics(request: Request) -> PlainTextResponse:
+        """Prometheus text format: request latency by route, indexing lag and duration,
+        queue depth, chunks created/embedded/reused, embedding tokens, chunk search
+        duration — OpenTelemetry instruments exported through the Prometheus reader.
+        Protected by `Authorization: Bearer <AUTONOTE_METRICS_TOKEN>` when that is set."""
+        token = settings.autonote_metrics_token
+        if token is not None:
+            given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+            if not hmac.compare_digest(given.encode(), token.get_secret_value().encode()):
+                return PlainTextResponse("unauthorized\n", status_code=401)
+        from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+
+        return PlainTextResponse(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/healthz", tags=["ops"])
     async def healthz() -> dict[str, str]:

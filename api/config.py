@@ -66,6 +66,7 @@ class Settings(BaseSettings):
     autonote_max_tag_length: int = Field(64, ge=1, le=512)
     autonote_rate_limit_per_minute: int = Field(1200, ge=0)  # 0 disables
     autonote_create_default_user: bool = True
+    autonote_metrics_token: SecretStr | None = None
 
     # Indexing (the reconciler).
     autonote_index_workers: int = Field(2, ge=0, le=64)  # in-process workers when async

@@ -1,0 +1,51 @@
+"""/metrics exposes the OpenTelemetry instruments in Prometheus text format."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tests.conftest import Api, running_app
+from tests.helpers import wait_indexed
+
+
+def sample(text: str, name: str) -> float:
+    values = [float(m.group(1)) for m in re.finditer(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M)]
+    assert values, f"{name} missing"
+    return sum(values)
+
+
+async def test_metrics_follow_indexing_and_search(api: Api) -> None:
+    before = (await api.client.get("/metrics")).text
+    h = await api.new_user()
+    r = await api.client.post(
+        "/v1/notes", json={"title": "M", "content_md": "## A\n\nalpha\n\n## B\n\nbeta"}, headers=h
+    )
+    await wait_indexed(api, h, r.json()["id"])
+    await api.client.post("/v1/search", json={"query": "alpha"}, headers=h)
+    resp = await api.client.get("/metrics")
+    assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/plain")
+    text = resp.text
+    assert (
+        sample(text, "chunks_created_total") >= sample(before, "chunks_created_total") + 2
+        if "chunks_created_total" in before
+        else sample(text, "chunks_created_total") >= 2
+    )
+    for name in (
+        "chunks_embedded_total",
+        "embedding_tokens_total",
+        "chunk_search_duration_milliseconds_count",
+        "index_lag_milliseconds_count",
+        "index_duration_milliseconds_count",
+        "http_server_request_duration_milliseconds_count",
+    ):
+        assert sample(text, name) >= 1, name
+    assert "index_queue_depth" in text
+    assert 'http_route="/v1/search"' in text
+
+
+async def test_metrics_token(make_settings: Any) -> None:
+    async with running_app(make_settings(autonote_metrics_token="s3cret")) as api:
+        assert (await api.client.get("/metrics")).status_code == 401
+        ok = await api.client.get("/metrics", headers={"Authorization": "Bearer s3cret"})
+        assert ok.status_code == 200
