@@ -3,16 +3,29 @@
 A chunk is sized in the tokens of the model that will embed it: tiktoken `cl100k_base` for
 OpenAI embeddings (the default), or the word-piece tokenizer of the local MiniLM model. Both
 sit behind the small `Tokenizer` protocol so the chunker never guesses (`len(text) // 4`).
+
+`split_at_tokens` is the chunker's last resort for text with no better cut (one enormous
+word, CJK without punctuation). Cutting a token sequence into windows and re-tokenising
+each window on its own can yield *more* tokens than the window had (a word cut in half
+becomes two word starts), so every piece is re-counted and any piece over the limit is cut
+again until all fit.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
+from collections.abc import Callable
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import numpy as np
 
 if TYPE_CHECKING:
     import tiktoken
     import tokenizers
+
+# Above this many characters in one batch, tiktoken's thread pool beats a plain loop (the
+# pool costs several microseconds per item; encoding itself releases the GIL).
+_THREADED_BATCH_CHARS = 1 << 20
 
 
 @runtime_checkable
@@ -39,6 +52,41 @@ class Tokenizer(Protocol):
         ...
 
 
+def split_verified(
+    text: str,
+    max_tokens: int,
+    *,
+    count_batch: Callable[[list[str]], list[int]],
+    windows: Callable[[str, int], list[str]],
+) -> list[str]:
+    """Cut `text` into pieces that each count ≤ `max_tokens` when tokenised ON THEIR OWN.
+
+    `windows(text, n)` proposes consecutive pieces of about `n` tokens (from one encoding
+    of `text`); every proposal is re-counted and over-limit pieces are cut again. A single
+    character that alone exceeds the limit (possible only for tiny limits) is returned as
+    it is: no cut can make it smaller. The pieces always concatenate back to `text`.
+    """
+    if max_tokens < 1:
+        raise ValueError("max_tokens must be at least 1")
+    if not text:
+        return []
+    out: list[str] = []
+    # A stack whose top is the next piece in document order, each with its known count.
+    todo: list[tuple[str, int]] = [(text, count_batch([text])[0])]
+    while todo:
+        piece, n = todo.pop()
+        if n <= max_tokens or len(piece) == 1:
+            out.append(piece)
+            continue
+        proposal = [p for p in windows(piece, max_tokens) if p]
+        if len(proposal) < 2:
+            half = len(piece) // 2
+            proposal = [piece[:half], piece[half:]]
+        counts = count_batch(proposal)
+        todo.extend(reversed(list(zip(proposal, counts, strict=True))))
+    return out
+
+
 class TiktokenTokenizer:
     """A tiktoken encoding (cl100k_base by default), loaded offline from package data."""
 
@@ -46,41 +94,61 @@ class TiktokenTokenizer:
         self._enc = encoding
         self.name = f"tiktoken:{encoding.name}"
 
+    @property
+    def encoding(self) -> tiktoken.Encoding:
+        """The underlying tiktoken encoding."""
+        return self._enc
+
+    @cached_property
+    def byte_lengths(self) -> np.ndarray:
+        """UTF-8 byte length of every token id (int64), to map tokens to byte offsets."""
+        lengths = np.zeros(self._enc.n_vocab, dtype=np.int64)
+        ranks: dict[bytes, int] | None = getattr(self._enc, "_mergeable_ranks", None)
+        if ranks:
+            for token_bytes, rank in ranks.items():
+                lengths[rank] = len(token_bytes)
+        else:  # pragma: no cover - every tiktoken release so far has _mergeable_ranks
+            for rank in range(self._enc.n_vocab):
+                try:
+                    lengths[rank] = len(self._enc.decode_single_token_bytes(rank))
+                except KeyError:
+                    continue
+        return lengths
+
     def count(self, text: str) -> int:
         return len(self._enc.encode_ordinary(text))
 
     def count_batch(self, texts: list[str]) -> list[int]:
-        if len(texts) < 64:
-            return [len(self._enc.encode_ordinary(t)) for t in texts]
+        if len(texts) < 64 or sum(map(len, texts)) < _THREADED_BATCH_CHARS:
+            encode = self._enc.encode_ordinary
+            return [len(encode(t)) for t in texts]
         return [len(ids) for ids in self._enc.encode_ordinary_batch(texts, num_threads=2)]
 
     def encode(self, text: str) -> list[int]:
         return self._enc.encode_ordinary(text)
 
+    def encode_array(self, text: str) -> np.ndarray:
+        """Token ids as a numpy array (no Python list of ints: much faster on big texts)."""
+        return self._enc.encode_to_numpy(text, disallowed_special=())
+
     def split_at_tokens(self, text: str, max_tokens: int) -> list[str]:
-        ids = self._enc.encode_ordinary(text)
-        if len(ids) <= max_tokens:
-            return [text]
-        # Decode token windows to byte strings and cut on character boundaries so the pieces
-        # concatenate back to `text` exactly (a window may end inside a multi-byte char).
+        return split_verified(text, max_tokens, count_batch=self.count_batch, windows=self._windows)
+
+    def _windows(self, text: str, max_tokens: int) -> list[str]:
+        """Consecutive pieces of `max_tokens` tokens of one encoding of `text`, cut on
+        character boundaries (a token may end inside a multi-byte character)."""
+        raw = text.encode("utf-8")
+        ends = np.cumsum(self.byte_lengths[self.encode_array(text)])
         pieces: list[str] = []
         pos = 0
-        raw = text.encode("utf-8")
-        byte_pos = 0
-        for start in range(0, len(ids), max_tokens):
-            window = b"".join(self._enc.decode_single_token_bytes(t) for t in ids[start:start + max_tokens])
-            end = byte_pos + len(window)
-            while end < len(raw) and (raw[end] & 0xC0) == 0x80:
-                end += 1  # never split a UTF-8 sequence
-            chunk = raw[byte_pos:end].decode("utf-8")
-            if chunk:
-                pieces.append(chunk)
-                pos += len(chunk)
-            byte_pos = end
-            if byte_pos >= len(raw):
-                break
-        if pos < len(text):
-            pieces.append(text[pos:])
+        for cut in ends[max_tokens - 1 :: max_tokens].tolist():
+            while cut < len(raw) and (raw[cut] & 0xC0) == 0x80:
+                cut += 1  # never split a UTF-8 sequence
+            if cut > pos:
+                pieces.append(raw[pos:cut].decode("utf-8"))
+                pos = cut
+        if pos < len(raw):
+            pieces.append(raw[pos:].decode("utf-8"))
         return pieces
 
 
@@ -94,23 +162,37 @@ class HuggingFaceTokenizer:
         self._tok = tok
         self.name = f"hf:{name}"
 
+    @property
+    def backend(self) -> tokenizers.Tokenizer:
+        """The underlying `tokenizers.Tokenizer`."""
+        return self._tok
+
     def count(self, text: str) -> int:
         return len(self._tok.encode(text, add_special_tokens=False).ids)
 
     def count_batch(self, texts: list[str]) -> list[int]:
+        if not texts:
+            return []
         encs = self._tok.encode_batch(texts, add_special_tokens=False)
         return [len(e.ids) for e in encs]
 
     def encode(self, text: str) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=False).ids)
 
+    def token_char_ends(self, text: str) -> np.ndarray:
+        """End character offset of every token of `text` (for position estimates)."""
+        offsets = self._tok.encode(text, add_special_tokens=False).offsets
+        if not offsets:
+            return np.zeros(0, dtype=np.int64)
+        return np.maximum.accumulate(np.fromiter((e for _, e in offsets), dtype=np.int64))
+
     def split_at_tokens(self, text: str, max_tokens: int) -> list[str]:
-        enc = self._tok.encode(text, add_special_tokens=False)
-        if len(enc.ids) <= max_tokens:
-            return [text]
+        return split_verified(text, max_tokens, count_batch=self.count_batch, windows=self._windows)
+
+    def _windows(self, text: str, max_tokens: int) -> list[str]:
+        offsets = self._tok.encode(text, add_special_tokens=False).offsets
         pieces: list[str] = []
         cut = 0
-        offsets = enc.offsets
         for start in range(max_tokens, len(offsets), max_tokens):
             boundary = offsets[start][0]
             if boundary > cut:

@@ -1,0 +1,182 @@
+"""The hierarchical markdown chunker (strategy `hierarchical_markdown`, the default).
+
+One parse (pulldown-cmark), one tokenizer pass over the whole note, then pure offset
+arithmetic: see DESIGN.md §4 for the contract and `split`, `split_code`, `finish` for how
+each rule is met. Only top-level headings open sections (a heading inside a list item or
+block quote is content); heading lines are not part of any chunk, they are the breadcrumb.
+A section that fits `max_chunk_tokens` is one chunk, however small: tiny sections are not
+merged with each other, since that would give a chunk two breadcrumbs.
+"""
+
+from __future__ import annotations
+
+import pyromark
+
+from api.services.chunking.finish import Crumb, Finisher, settle
+from api.services.chunking.models import MarkdownChunk
+from api.services.chunking.parse import Document, parse
+from api.services.chunking.pieces import Limits, Piece
+from api.services.chunking.split import Splitter
+from api.services.chunking.text import SourceText
+from api.services.chunking.token_index import TokenIndex
+from api.services.chunking.tokenizer import Tokenizer, default_tokenizer
+
+# Bump when the algorithm changes in a way that can change any chunk.
+ALGORITHM_REVISION = 1
+DEFAULT_MAX_INPUT_TOKENS = 8191  # OpenAI text-embedding-3-*
+
+
+def clean_title(title: str | None) -> str:
+    """The note title as the first breadcrumb element ("" when blank)."""
+    return " ".join((title or "").split())
+
+
+def heading_path(title: str, stack: list[tuple[int, str]]) -> list[str]:
+    """Title + the open headings' texts; a first heading repeating the title is dropped,
+    and empty headings (a bare `#`) are skipped."""
+    texts = [text for _, text in stack if text]
+    if title and texts and texts[0].casefold() == title.casefold():
+        texts = texts[1:]
+    return [title, *texts] if title else texts
+
+
+class _Base:
+    """Parameters, validation and the `chunking_version` shared by the strategies."""
+
+    strategy = "hierarchical_markdown"
+
+    def __init__(
+        self,
+        max_chunk_tokens: int,
+        min_chunk_tokens: int,
+        preserve_code_blocks: bool,
+        tokenizer: Tokenizer | None,
+        max_input_tokens: int | None,
+        table_max_tokens: int,
+    ) -> None:
+        max_input = DEFAULT_MAX_INPUT_TOKENS if max_input_tokens is None else max_input_tokens
+        if max_chunk_tokens < 1:
+            raise ValueError("max_chunk_tokens must be at least 1")
+        if min_chunk_tokens < 0:
+            raise ValueError("min_chunk_tokens must not be negative")
+        if max_input < 8:
+            raise ValueError("max_input_tokens must be at least 8")
+        if table_max_tokens < 1:
+            raise ValueError("table_max_tokens must be at least 1")
+        self.max_chunk_tokens = max_chunk_tokens
+        self.min_chunk_tokens = min_chunk_tokens
+        self.preserve_code_blocks = preserve_code_blocks
+        self.tokenizer: Tokenizer = tokenizer if tokenizer is not None else default_tokenizer()
+        self.max_input_tokens = max_input
+        self.table_max_tokens = table_max_tokens
+        self._limits_cache: dict[tuple[int, int | None], Limits] = {}
+
+    @property
+    def version(self) -> str:
+        """The `chunking_version`: changes whenever the output could change."""
+        return (
+            f"{self.strategy}:r{ALGORITHM_REVISION}:{self.tokenizer.name}"
+            f":max{self.max_chunk_tokens}:min{self.min_chunk_tokens}"
+            f":in{self.max_input_tokens}:table{self.table_max_tokens}"
+            f":code{int(self.preserve_code_blocks)}:pulldown-cmark{pyromark.__version__}"
+        )
+
+    def limits(self, finisher: Finisher, crumb: Crumb, *, normal: int | None = None) -> Limits:
+        """Token limits for a section with breadcrumb `crumb`: the breadcrumb keeps up to a
+        quarter of the model's input (counted by its upper bound, see `Finisher.crumb`);
+        content gets the rest (the hard limit)."""
+        reserve = 0
+        if crumb.line:
+            reserve = min(crumb.bound, self.max_input_tokens // 4) + finisher.sep_tokens
+        cached = self._limits_cache.get((reserve, normal))
+        if cached is not None:
+            return cached
+        hard = max(1, self.max_input_tokens - reserve)
+        body = min(self.max_chunk_tokens if normal is None else normal, hard)
+        limits = Limits(
+            normal=body,
+            code=hard if self.preserve_code_blocks else body,
+            table=min(self.table_max_tokens, hard),
+            hard=hard,
+        )
+        self._limits_cache[(reserve, normal)] = limits
+        return limits
+
+    def _prepare(self, note_content: str) -> tuple[SourceText, Document, TokenIndex, Finisher]:
+        src = SourceText(note_content)
+        doc = parse(src)
+        index = TokenIndex(self.tokenizer, src)
+        return src, doc, index, Finisher(self.tokenizer, src, self.max_input_tokens)
+
+
+class MarkdownChunker(_Base):
+    """Split markdown notes into heading-aware chunks (see module docstring)."""
+
+    def __init__(
+        self,
+        max_chunk_tokens: int = 300,
+        min_chunk_tokens: int = 50,
+        preserve_code_blocks: bool = True,
+        *,
+        tokenizer: Tokenizer | None = None,
+        max_input_tokens: int | None = None,
+        table_max_tokens: int = 4096,
+    ) -> None:
+        super().__init__(
+            max_chunk_tokens,
+            min_chunk_tokens,
+            preserve_code_blocks,
+            tokenizer,
+            max_input_tokens,
+            table_max_tokens,
+        )
+
+    def chunk_note(self, note_content: str, note_title: str) -> list[MarkdownChunk]:
+        """The chunks of one note, in document order; [] for empty or blank content."""
+        if not note_content or note_content.isspace():
+            return []
+        src, doc, index, finisher = self._prepare(note_content)
+        splitter = Splitter(doc, index, self.min_chunk_tokens)
+        title = clean_title(note_title)
+        crumbs: list[Crumb] = []
+        pieces: list[Piece] = []
+        stack: list[tuple[int, str]] = []
+        crumb = finisher.crumb(heading_path(title, stack))
+        start = doc.body_start
+        members: list[int] = []
+        blocks = doc.blocks
+        for bi in doc.top:
+            block = blocks[bi]
+            if block.kind != "heading":
+                members.append(bi)
+                continue
+            end = src.line_start(block.start, start)
+            if end > start:
+                self._add(
+                    pieces,
+                    crumbs,
+                    crumb,
+                    splitter.section(start, end, members, self.limits(finisher, crumb)),
+                )
+            while stack and stack[-1][0] >= block.level:
+                stack.pop()
+            stack.append((block.level, block.text))
+            crumb = finisher.crumb(heading_path(title, stack))
+            start = max(block.end, end)
+            members = []
+        if start < len(src):
+            self._add(
+                pieces,
+                crumbs,
+                crumb,
+                splitter.section(start, len(src), members, self.limits(finisher, crumb)),
+            )
+        return finisher.chunks(crumbs, settle(index, pieces))
+
+    @staticmethod
+    def _add(pieces: list[Piece], crumbs: list[Crumb], crumb: Crumb, new: list[Piece]) -> None:
+        if new:
+            for piece in new:
+                piece.group = len(crumbs)
+            crumbs.append(crumb)
+            pieces.extend(new)

@@ -1,0 +1,55 @@
+"""Grouping consecutive pieces into chunks: balanced, bounded, linear time.
+
+Pieces are given by their boundaries `points[0] < … < points[n]` and the estimated token
+position `toks[k]` of each boundary (non-decreasing), so a group i..j costs
+`toks[j] - toks[i]` and every query is a binary search, never a sum over pieces.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from math import ceil
+
+import numpy as np
+
+
+def pack(toks: list[int], limit: int) -> list[tuple[int, int]]:
+    """Group pieces 0..n-1 (boundaries `toks`, length n+1) into consecutive ranges (i, j).
+
+    Every range costs ≤ `limit`, except a single piece that alone exceeds it (the caller
+    refines or keeps such a piece whole). Between two oversized pieces the run of pieces
+    is cut into n = ceil(total / limit) groups of about total / n each, each cut snapped to
+    the piece boundary nearest the ideal position: greedy filling would instead leave a
+    small, context-poor tail.
+    """
+    n = len(toks) - 1
+    if n <= 0:
+        return []
+    diffs = np.diff(np.asarray(toks, dtype=np.int64))
+    oversized: list[int] = np.flatnonzero(diffs > limit).tolist()
+    groups: list[tuple[int, int]] = []
+    i = 0
+    while i < n:
+        k = bisect_left(oversized, i)
+        run_end = oversized[k] if k < len(oversized) else n
+        if run_end == i:
+            groups.append((i, i + 1))
+            i += 1
+            continue
+        t0 = toks[i]
+        remaining = toks[run_end] - t0
+        if remaining <= limit:
+            groups.append((i, run_end))
+            i = run_end
+            continue
+        target = t0 + remaining / ceil(remaining / limit)
+        # Furthest boundary still within the limit; at least i + 1 (piece i fits alone).
+        j_max = max(bisect_right(toks, t0 + limit, i + 1, run_end + 1) - 1, i + 1)
+        j = bisect_left(toks, target, i + 1, j_max + 1)
+        if j > j_max:
+            j = j_max
+        elif j > i + 1 and toks[j] - target > target - toks[j - 1]:
+            j -= 1
+        groups.append((i, j))
+        i = j
+    return groups

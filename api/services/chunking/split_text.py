@@ -1,0 +1,101 @@
+"""The text-level fallbacks: sentences, lines, words and finally tokens.
+
+Used for a paragraph, HTML block, deeply nested container or table row that is too big on
+its own. Every level returns ranges that cover the span exactly (nothing is dropped); a range
+still too big is handed to the next, finer level.
+"""
+
+from __future__ import annotations
+
+from math import ceil
+from typing import Any
+
+import numpy as np
+
+from api.services.chunking.packing import pack
+from api.services.chunking.pieces import Piece
+from api.services.chunking.text import SourceText
+from api.services.chunking.token_index import TokenIndex
+
+PROSE = ("sentence", "line", "word", "token")
+LINES = ("line", "sentence", "word", "token")
+CODE_LINES = ("line", "word", "token")
+
+
+class TextSplitter:
+    """Text-level splitting of byte spans of one note."""
+
+    def __init__(self, src: SourceText, index: TokenIndex) -> None:
+        self.src = src
+        self.index = index
+        self._cuts = {
+            "sentence": src.sentence_cuts,
+            "line": src.line_cuts,
+            "word": src.word_cuts,
+        }
+
+    def ranges(self, a: int, b: int, limit: int, levels: tuple[str, ...]) -> list[tuple[int, int]]:
+        """Consecutive (untrimmed) ranges covering [a, b), each estimated ≤ `limit`."""
+        for depth, level in enumerate(levels):
+            if level == "token":
+                break
+            cuts = self._cuts[level](a, b)
+            if len(cuts) == 0:
+                continue
+            bounds: list[int] = np.concatenate(([a], cuts, [b])).tolist()
+            toks: list[int] = self.index.at(bounds).tolist()
+            out: list[tuple[int, int]] = []
+            for i, j in pack(toks, limit):
+                if j == i + 1 and toks[j] - toks[i] > limit:
+                    out.extend(self.ranges(bounds[i], bounds[j], limit, levels[depth + 1 :]))
+                else:
+                    out.append((bounds[i], bounds[j]))
+            return out
+        return self.token_ranges(a, b, limit)
+
+    def token_ranges(self, a: int, b: int, limit: int) -> list[tuple[int, int]]:
+        """Balanced windows of about `limit` tokens, cut on character boundaries."""
+        index = self.index
+        total = index.estimate(a, b)
+        if total <= limit:
+            return [(a, b)]
+        step = max(1, ceil(total / ceil(total / limit)))
+        out: list[tuple[int, int]] = []
+        pos = a
+        while pos < b:
+            if index.estimate(pos, b) <= limit:
+                out.append((pos, b))
+                break
+            cut = index.token_cut(pos, b, step)
+            out.append((pos, cut))
+            pos = cut
+        return out
+
+    def text(
+        self,
+        a: int,
+        b: int,
+        limit: int,
+        levels: tuple[str, ...] | None,
+        kind: str,
+        meta: dict[str, Any] | None = None,
+    ) -> list[Piece]:
+        """Trimmed pieces for [a, b) split at text level (`levels`, LINES by default)."""
+        levels = LINES if levels is None else levels
+        pieces: list[Piece] = []
+        for lo, hi in self.ranges(a, b, limit, levels):
+            s, e = self.src.trim(lo, hi)
+            if s >= e:
+                continue
+            pieces.append(
+                Piece(
+                    s,
+                    e,
+                    kind,
+                    limit,
+                    self.index.estimate(s, e),
+                    meta=dict(meta or {}),
+                    redo=lambda n, lo=lo, hi=hi: self.text(lo, hi, n, levels, kind, meta),
+                )
+            )
+        return pieces

@@ -1,0 +1,207 @@
+"""The note text as the chunker sees it: UTF-8 bytes with cheap byte↔character mapping.
+
+The parser (pulldown-cmark) and tiktoken both work in UTF-8 bytes, so every position inside
+the chunker is a byte offset; only the finished chunks are converted to the Python `str`
+(character) offsets the API promises. For ASCII text the two are identical and the map costs
+nothing; otherwise the map stores one entry per multi-byte character (not per byte).
+
+Also here: the candidate cut positions of the text-level fallbacks (lines, sentences, words,
+characters), all computed with numpy or a C regex scan rather than a Python loop per byte.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+# ASCII whitespace as Python's str.isspace sees it (incl. the \x1c-\x1f separators).
+_WS = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"
+
+
+def _table(members: bytes) -> np.ndarray:
+    """A 256-entry lookup table: `table[byte_array]` is a fast vectorised membership test."""
+    table = np.zeros(256, dtype=bool)
+    table[np.frombuffer(members, dtype=np.uint8)] = True
+    return table
+
+
+_IS_WS = _table(_WS)
+
+# A sentence ends at terminal punctuation (optionally followed by closing quotes/brackets)
+# and whitespace; CJK full-width terminators end a sentence without any whitespace.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+# CJK full-width terminators (。！？) and the ellipsis end a sentence without whitespace.
+_CJK_SENTENCE_END = re.compile(
+    rb"(?:\xe3\x80\x82|\xef\xbc\x81|\xef\xbc\x9f|\xe2\x80\xa6)[ \t\r\n]*"
+)
+_IS_TERMINAL = _table(b".!?")
+_IS_CLOSER = _table(b"\"')]*_\x9d\x99")  # incl. the last bytes of ” and ’
+
+
+def sanitize(text: str) -> str:
+    """`text` with lone surrogates (not valid Unicode: they cannot be UTF-8 encoded, stored
+    in MongoDB or sent as JSON) replaced by U+FFFD, one character for one, so every
+    character offset stays valid. Returns `text` itself when it is already clean."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
+def _utf8_size(lead: int) -> int:
+    return 4 if lead >= 0xF0 else 3 if lead >= 0xE0 else 2
+
+
+class SourceText:
+    """A note's text, its UTF-8 bytes and the map between byte and character offsets."""
+
+    __slots__ = ("_cum_extra", "_lead_bytes", "_lead_chars", "arr", "data", "is_ascii", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = sanitize(text)
+        self.data = self.text.encode("utf-8")
+        self.arr = np.frombuffer(self.data, dtype=np.uint8)
+        self.is_ascii = len(self.data) == len(self.text)
+        if self.is_ascii:
+            empty = np.zeros(0, dtype=np.int64)
+            self._lead_bytes, self._lead_chars = empty, empty
+            self._cum_extra = np.zeros(1, dtype=np.int64)
+            return
+        # Lead bytes of multi-byte characters and how many continuation bytes each carries.
+        lead = np.flatnonzero(self.arr >= 0xC0)
+        codes = self.arr[lead]
+        extra = np.where(codes >= 0xF0, 3, np.where(codes >= 0xE0, 2, 1)).astype(np.int64)
+        cum = np.zeros(len(lead) + 1, dtype=np.int64)
+        np.cumsum(extra, out=cum[1:])
+        self._lead_bytes = lead.astype(np.int64)
+        self._lead_chars = self._lead_bytes - cum[:-1]
+        self._cum_extra = cum
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def char_offsets(self, byte_positions: np.ndarray) -> np.ndarray:
+        """Character offsets of byte offsets that sit on character boundaries."""
+        positions = np.asarray(byte_positions, dtype=np.int64)
+        if self.is_ascii:
+            return positions
+        before = np.searchsorted(self._lead_bytes, positions, side="left")
+        return positions - self._cum_extra[before]
+
+    def char_offset(self, byte_pos: int) -> int:
+        """Character offset of one byte offset (on a character boundary)."""
+        if self.is_ascii:
+            return byte_pos
+        before = int(np.searchsorted(self._lead_bytes, byte_pos, side="left"))
+        return byte_pos - int(self._cum_extra[before])
+
+    def byte_offsets(self, char_positions: np.ndarray) -> np.ndarray:
+        """Byte offsets of character offsets."""
+        positions = np.asarray(char_positions, dtype=np.int64)
+        if self.is_ascii:
+            return positions
+        before = np.searchsorted(self._lead_chars, positions, side="left")
+        return positions + self._cum_extra[before]
+
+    def decode(self, start: int, end: int) -> str:
+        """The text between two byte offsets on character boundaries."""
+        return self.data[start:end].decode("utf-8")
+
+    def trim(self, start: int, end: int) -> tuple[int, int]:
+        """Shrink a byte span past whitespace (str.isspace) at both ends; (x, x) if blank."""
+        data = self.data
+        while True:
+            while start < end and data[start] in _WS:
+                start += 1
+            if start < end and data[start] >= 0x80:
+                size = _utf8_size(data[start])
+                if data[start : start + size].decode("utf-8", "replace").isspace():
+                    start += size
+                    continue
+            break
+        while True:
+            while end > start and data[end - 1] in _WS:
+                end -= 1
+            if end > start and data[end - 1] >= 0x80:
+                lead = end - 1
+                while lead > start and (data[lead] & 0xC0) == 0x80:
+                    lead -= 1
+                if data[lead:end].decode("utf-8", "replace").isspace():
+                    end = lead
+                    continue
+            break
+        return start, end
+
+    def is_blank(self, start: int, end: int) -> bool:
+        """True when the span holds only whitespace."""
+        rest = self.data[start:end].strip(_WS)
+        return not rest or (rest[0] >= 0x80 and rest.decode("utf-8", "replace").isspace())
+
+    def line_start(self, pos: int, floor: int = 0) -> int:
+        """Start of the line holding byte `pos`, never before `floor`."""
+        return max(self.data.rfind(b"\n", floor, pos) + 1, floor)
+
+    def line_end(self, pos: int, ceiling: int) -> int:
+        """Offset just past the newline ending the line that holds `pos` (or `ceiling`)."""
+        nl = self.data.find(b"\n", pos, ceiling)
+        return ceiling if nl < 0 else nl + 1
+
+    def char_boundary(self, pos: int, *, forward: bool) -> int:
+        """Move `pos` off UTF-8 continuation bytes (to the next or previous character)."""
+        data, n = self.data, len(self.data)
+        if forward:
+            while pos < n and (data[pos] & 0xC0) == 0x80:
+                pos += 1
+        else:
+            while pos > 0 and pos < n and (data[pos] & 0xC0) == 0x80:
+                pos -= 1
+        return pos
+
+    # Candidate cuts: byte offsets strictly inside (start, end) where a piece may begin.
+
+    def line_cuts(self, start: int, end: int) -> np.ndarray:
+        """Starts of lines."""
+        seg = self.arr[start:end]
+        cuts = np.flatnonzero(seg == 10) + (start + 1)
+        return cuts[cuts < end]
+
+    def word_cuts(self, start: int, end: int) -> np.ndarray:
+        """Starts of words (a non-whitespace byte after whitespace)."""
+        seg = self.arr[start:end]
+        if len(seg) < 2:
+            return np.zeros(0, dtype=np.int64)
+        ws = _IS_WS[seg]
+        return np.flatnonzero(ws[:-1] & ~ws[1:]) + (start + 1)
+
+    def sentence_cuts(self, start: int, end: int) -> np.ndarray:
+        """Starts of sentences: a word whose preceding word ends with . ! or ? (optionally
+        followed by closing quotes/brackets), or text after a CJK full stop."""
+        words = self.word_cuts(start, end)
+        cuts = words[:0]
+        if len(words):
+            arr = self.arr
+            # Last non-blank byte before each word: walk back over the whitespace run.
+            seg = arr[start:end]
+            nonblank = np.flatnonzero(~_IS_WS[seg]) + start
+            k = np.searchsorted(nonblank, words, side="left") - 1
+            valid = k >= 0
+            last = nonblank[np.maximum(k, 0)]
+            c1 = arr[last]
+            c0 = arr[np.maximum(last - 1, 0)]
+            c00 = arr[np.maximum(last - 3, 0)]
+            closed = _IS_CLOSER[c1] & (_IS_TERMINAL[c0] | _IS_TERMINAL[c00])
+            cuts = words[valid & (_IS_TERMINAL[c1] | closed)]
+        if self.arr[start:end].max(initial=0) >= 0x80:
+            found = [m.end() for m in _CJK_SENTENCE_END.finditer(self.data, start, end)]
+            if found:
+                cuts = np.union1d(cuts, np.asarray(found, dtype=np.int64))
+        return cuts[(cuts > start) & (cuts < end)]
+
+    def char_cuts(self, start: int, end: int) -> np.ndarray:
+        """Starts of characters (the finest cut that keeps UTF-8 valid)."""
+        seg = self.arr[start:end]
+        cuts = np.flatnonzero((seg & 0xC0) != 0x80) + start
+        return cuts[cuts > start]

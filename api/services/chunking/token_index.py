@@ -1,0 +1,163 @@
+"""Token positions of a whole note from ONE tokenizer pass, and exact counts of its slices.
+
+The chunker asks two questions many times: "about how many tokens lie between byte a and
+byte b?" (to decide cuts) and "exactly how many tokens does this chunk cost on its own?"
+(the stored `token_count`). Encoding every candidate piece separately would cost many times
+the note's size; instead the note is encoded once, the byte end of every token is recorded,
+and any span's estimate is two binary searches.
+
+Exact counts reuse that pass too, for tiktoken's `cl100k_base` / `o200k_base`, whose
+pre-tokenisation regexes fix where pieces (and so tokens) may start and end. A position p
+is a piece boundary in the whole note AND in every slice that contains it, whatever comes
+before or after, when
+- the byte before p is "\\n" and the byte at p is printable ASCII other than "/" (no
+  alternative of the regexes joins a newline with a following non-blank character, except
+  o200k's punctuation run `[\\r\\n/]*`); or
+- the byte before p is an ASCII letter and the byte at p is ASCII but neither a letter nor
+  an apostrophe (letter runs are possessive; o200k attaches contractions to the word); or
+- the byte before p is an ASCII digit and the byte at p is ASCII but not a digit.
+A slice's exact count is therefore the in-context token count between its first and last
+such boundary plus the direct counts of the short edges outside them (a word or a line).
+The property is checked against direct counts on random text by the tests. Other
+tokenizers get exact counts from one batched encode of the slices.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+
+import numpy as np
+
+from api.services.chunking.text import SourceText
+from api.services.chunking.tokenizer import HuggingFaceTokenizer, TiktokenTokenizer, Tokenizer
+
+# Encodings whose pre-tokeniser has the boundary property (see above).
+_BOUNDARY_ENCODINGS = frozenset({"tiktoken:cl100k_base", "tiktoken:o200k_base"})
+
+
+class TokenIndex:
+    """Token positions in one note's text (see module docstring)."""
+
+    __slots__ = ("_ends", "_ends_list", "_ratio", "_safe", "src", "tokenizer", "total")
+
+    def __init__(self, tokenizer: Tokenizer, src: SourceText) -> None:
+        self.tokenizer = tokenizer
+        self.src = src
+        self._safe: np.ndarray | None = None
+        self._ratio = 0.0
+        ends: np.ndarray | None = None
+        if isinstance(tokenizer, TiktokenTokenizer):
+            ids = tokenizer.encode_array(src.text)
+            ends = np.cumsum(tokenizer.byte_lengths[ids])
+            if tokenizer.name in _BOUNDARY_ENCODINGS and len(src.arr) > 1:
+                self._safe = universal_boundaries(src.arr)
+        elif isinstance(tokenizer, HuggingFaceTokenizer):
+            ends = src.byte_offsets(tokenizer.token_char_ends(src.text))
+        self._ends = ends
+        if ends is None:
+            # Unknown tokenizer: estimates scale with bytes; exact counts stay exact.
+            self.total = tokenizer.count(src.text) if len(src) else 0
+            self._ratio = self.total / max(len(src), 1)
+        else:
+            self.total = len(ends)
+        self._ends_list: list[int] = [] if ends is None else ends.tolist()
+
+    def at(self, positions: np.ndarray | Sequence[int]) -> np.ndarray:
+        """Estimated number of tokens before each byte position (non-decreasing)."""
+        pos = np.asarray(positions, dtype=np.int64)
+        if self._ends is None:
+            return np.floor(pos * self._ratio).astype(np.int64)
+        return np.searchsorted(self._ends, pos, side="right")
+
+    def at1(self, position: int) -> int:
+        """`at` for a single position."""
+        if self._ends is None:
+            return int(position * self._ratio)
+        return bisect_right(self._ends_list, position)
+
+    def estimate(self, start: int, end: int) -> int:
+        """Estimated tokens in the byte span [start, end)."""
+        return self.at1(end) - self.at1(start)
+
+    def position(self, token: int) -> int:
+        """Byte offset where token number `token` of the whole text starts (estimate)."""
+        if token <= 0:
+            return 0
+        if self._ends is None:
+            return min(len(self.src), int(token / self._ratio)) if self._ratio else len(self.src)
+        if token >= len(self._ends):
+            return len(self.src)
+        return self._ends_list[token - 1]
+
+    def token_cut(self, start: int, end: int, tokens: int) -> int:
+        """A character-boundary byte position about `tokens` tokens after `start` (< end)."""
+        if self._ends is None:
+            pos = start + max(1, int(tokens / self._ratio)) if self._ratio else end
+        else:
+            k = self.at1(start) + tokens - 1
+            pos = self._ends_list[k] if k < len(self._ends_list) else end
+        pos = self.src.char_boundary(min(pos, end), forward=True)
+        if pos <= start:
+            pos = self.src.char_boundary(start + 1, forward=True)
+        return min(pos, end)
+
+    def exact(self, spans: Sequence[tuple[int, int]]) -> list[int]:
+        """Exact token counts of the texts of byte spans, each tokenised on its own."""
+        if not spans:
+            return []
+        decode = self.src.decode
+        if self._safe is None or len(self._safe) == 0 or self._ends is None:
+            return self.tokenizer.count_batch([decode(s, e) for s, e in spans])
+        starts = np.fromiter((s for s, _ in spans), dtype=np.int64, count=len(spans))
+        stops = np.fromiter((e for _, e in spans), dtype=np.int64, count=len(spans))
+        safe = self._safe
+        i1 = np.searchsorted(safe, starts, side="left")
+        i2 = np.searchsorted(safe, stops, side="right") - 1
+        q1 = safe[np.minimum(i1, len(safe) - 1)]
+        q2 = safe[np.maximum(i2, 0)]
+        q1 = np.where(i1 < len(safe), q1, stops)
+        q2 = np.where(i2 >= 0, q2, starts)
+        inner = (q1 < q2) & (q1 >= starts) & (q2 <= stops)
+        middle = np.where(inner, self.at(q2) - self.at(q1), 0)
+        texts: list[str] = []
+        owners: list[int] = []
+        for k, (s, e, ok, a, b) in enumerate(
+            zip(
+                starts.tolist(),
+                stops.tolist(),
+                inner.tolist(),
+                q1.tolist(),
+                q2.tolist(),
+                strict=True,
+            )
+        ):
+            if ok:
+                if a > s:
+                    texts.append(decode(s, a))
+                    owners.append(k)
+                if e > b:
+                    texts.append(decode(b, e))
+                    owners.append(k)
+            else:
+                texts.append(decode(s, e))
+                owners.append(k)
+        counts = middle.tolist()
+        for owner, n in zip(owners, self.tokenizer.count_batch(texts), strict=True):
+            counts[owner] += n
+        return counts
+
+
+def universal_boundaries(arr: np.ndarray) -> np.ndarray:
+    """Offsets p (0 < p < len) that are piece boundaries in any context (module docstring)."""
+    prev, cur = arr[:-1], arr[1:]
+    low_prev, low_cur = prev | 0x20, cur | 0x20
+    prev_letter = (low_prev >= 0x61) & (low_prev <= 0x7A)
+    cur_letter = (low_cur >= 0x61) & (low_cur <= 0x7A)
+    prev_digit = (prev >= 0x30) & (prev <= 0x39)
+    cur_digit = (cur >= 0x30) & (cur <= 0x39)
+    cur_ascii = cur < 0x80
+    line_start = (prev == 10) & (cur >= 0x21) & (cur <= 0x7E) & (cur != 0x2F)
+    after_word = prev_letter & cur_ascii & ~cur_letter & (cur != 0x27)
+    after_number = prev_digit & cur_ascii & ~cur_digit
+    return np.flatnonzero(line_start | after_word | after_number) + 1

