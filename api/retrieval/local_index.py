@@ -2,14 +2,17 @@
 
 Serves the embedded default and self-managed MongoDB without `mongot`: exact cosine search
 over float32 matrices (`local_vectors`) and BM25 full-text search (`local_fulltext`, SQLite
-FTS5). The sync layer loads it from `note_chunks` at start-up and calls `replace_note` /
-`remove_note` / `update_note_meta` as the indexer commits; searches read it.
+FTS5), with per-author state grouped in `local_partition` and filter masks in
+`local_filters`. The sync layer loads it from `note_chunks` at start-up (`replace_notes` in
+batches) and calls `replace_note` / `remove_note` / `update_note_meta` as the indexer
+commits; searches read it.
 
 Isolation by construction: everything is partitioned by `author_id`. Each author has their
 own vector matrix and their own FTS5 table, so a query only ever scans the querying
 author's chunks: another author's chunks can neither leak into results nor consume the
 limit, whatever the filters. User filters (tags ANY-of, note ids, updated after; see
-`SearchFilters`) become a set of allowed notes that masks rows *before* top-k selection.
+`SearchFilters`) become a boolean mask over the author's notes that masks rows *before*
+top-k selection (vector side) or sits in the SQL `WHERE` before `ORDER BY rank LIMIT k`.
 
 Versions: the index holds exactly one version of each note. `replace_note` swaps a note's
 chunks atomically for every reader: writers are serialised, and a reader sees either the
@@ -29,13 +32,20 @@ import dataclasses
 import sys
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import structlog
 
-from api.retrieval.local_filters import NoteFilterIndex
 from api.retrieval.local_fulltext import FullTextIndex
+from api.retrieval.local_partition import (
+    NoteEntry,
+    Partition,
+    PreparedNote,
+    chunk_bytes,
+    meta_bytes,
+    unit_rows,
+)
 from api.retrieval.local_vectors import VectorSnapshot, VectorStore, search_snapshot
 from api.retrieval.models import ChunkData, ChunkRecord, NoteMeta, SearchFilters
 
@@ -54,37 +64,6 @@ class IndexStats:
     dimensions: int
 
 
-@dataclass(slots=True)
-class _NoteEntry:
-    meta: NoteMeta
-    version: int
-    ord: int
-    chunk_count: int
-    nbytes: int
-
-
-@dataclass(slots=True)
-class _Prepared:
-    """A validated note update, ready to be swapped in."""
-
-    meta: NoteMeta
-    version: int
-    data: list[ChunkData]
-    vectors: np.ndarray
-
-
-@dataclass(slots=True)
-class _Partition:
-    """One author's share of the index."""
-
-    vectors: VectorStore
-    fulltext: FullTextIndex
-    filters: NoteFilterIndex = field(default_factory=NoteFilterIndex)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    notes: dict[str, _NoteEntry] = field(default_factory=dict)
-    next_ord: int = 0
-
-
 class LocalIndex:
     """Hybrid (vector + BM25) chunk index partitioned by author; see the module docstring.
 
@@ -100,7 +79,7 @@ class LocalIndex:
         self.dimensions = dimensions
         self._weights = (heading_weight, content_weight)
         self._write_lock = threading.Lock()
-        self._authors: dict[str, _Partition] = {}
+        self._authors: dict[str, Partition] = {}
         self._note_author: dict[str, str] = {}
 
     # ------------------------------------------------------------------ writes
@@ -127,16 +106,16 @@ class LocalIndex:
         for note, version, chunks in items:
             self._validate(note, version, chunks)
             prepared.append(
-                _Prepared(
+                PreparedNote(
                     meta=dataclasses.replace(note, indexed_version=version),
                     version=version,
                     data=[chunk.data() for chunk in chunks],
-                    vectors=_unit_rows([chunk.vector for chunk in chunks], self.dimensions),
+                    vectors=unit_rows([chunk.vector for chunk in chunks], self.dimensions),
                 )
             )
         applied: list[bool] = []
         with self._write_lock:
-            by_author: dict[str, list[_Prepared]] = {}
+            by_author: dict[str, list[PreparedNote]] = {}
             for p in prepared:
                 note_id = p.meta.note_id
                 current = self._entry(note_id)
@@ -179,7 +158,7 @@ class LocalIndex:
                 entry = part.notes[note.note_id]
                 meta = dataclasses.replace(note, indexed_version=entry.version)
                 part.filters.set(entry.ord, meta, previous=entry.meta)
-                entry.nbytes += _meta_bytes(meta) - _meta_bytes(entry.meta)
+                entry.nbytes += meta_bytes(meta) - meta_bytes(entry.meta)
                 entry.meta = meta
             return True
 
@@ -217,7 +196,7 @@ class LocalIndex:
         if part is None or k <= 0:
             return []
         with part.lock:
-            mask = _note_mask(part, filters)
+            mask = part.note_mask(filters)
             snapshot = part.vectors.snapshot
         return _vector_search(snapshot, query_vector, k, mask)
 
@@ -231,7 +210,7 @@ class LocalIndex:
         if part is None or k <= 0:
             return []
         with part.lock:
-            allowed = _allowed_list(part, _note_mask(part, filters))
+            allowed = part.allowed_list(part.note_mask(filters))
             if allowed is not None and not allowed:
                 return []
             return part.fulltext.search(query, k, allowed)
@@ -252,11 +231,11 @@ class LocalIndex:
         if part is None:
             return [], []
         with part.lock:
-            mask = _note_mask(part, filters)
+            mask = part.note_mask(filters)
             snapshot = part.vectors.snapshot
             keyword: ScoredChunks = []
             if query is not None and k_keyword > 0:
-                allowed = _allowed_list(part, mask)
+                allowed = part.allowed_list(mask)
                 if allowed is None or allowed:
                     keyword = part.fulltext.search(query, k_keyword, allowed)
         vector: ScoredChunks = []
@@ -288,15 +267,15 @@ class LocalIndex:
 
     # ------------------------------------------------------------------ internals
 
-    def _entry(self, note_id: str) -> _NoteEntry | None:
+    def _entry(self, note_id: str) -> NoteEntry | None:
         author = self._note_author.get(note_id)
         part = self._authors.get(author) if author is not None else None
         return part.notes.get(note_id) if part is not None else None
 
-    def _partition(self, author_id: str) -> _Partition:
+    def _partition(self, author_id: str) -> Partition:
         part = self._authors.get(author_id)
         if part is None:
-            part = _Partition(
+            part = Partition(
                 vectors=VectorStore(self.dimensions),
                 fulltext=FullTextIndex(
                     heading_weight=self._weights[0], content_weight=self._weights[1]
@@ -305,7 +284,7 @@ class LocalIndex:
             self._authors[author_id] = part
         return part
 
-    def _apply(self, part: _Partition, group: list[_Prepared]) -> None:
+    def _apply(self, part: Partition, group: list[PreparedNote]) -> None:
         """Swap the group's notes into one author's stores (under the write lock)."""
         ords: list[int] = []
         next_ord = part.next_ord
@@ -325,12 +304,12 @@ class LocalIndex:
             for ord_, p in zip(ords, group, strict=True):
                 entry = part.notes.get(p.meta.note_id)
                 part.filters.set(ord_, p.meta, previous=entry.meta if entry else None)
-                part.notes[p.meta.note_id] = _NoteEntry(
+                part.notes[p.meta.note_id] = NoteEntry(
                     meta=p.meta,
                     version=p.version,
                     ord=ord_,
                     chunk_count=len(p.data),
-                    nbytes=_meta_bytes(p.meta) + sum(_chunk_bytes(c) for c in p.data),
+                    nbytes=meta_bytes(p.meta) + sum(chunk_bytes(c) for c in p.data),
                 )
 
     def _remove_locked(self, note_id: str) -> bool:
@@ -374,63 +353,3 @@ def _vector_search(
     if mask is not None and not mask.any():
         return []
     return search_snapshot(snapshot, query_vector, k, mask)
-
-
-def _note_mask(part: _Partition, filters: SearchFilters | None) -> np.ndarray | None:
-    """Boolean mask over the author's note ordinals passing `filters`, None when nothing
-    is filtered. Called under the partition lock."""
-    if filters is None or filters.is_empty:
-        return None
-    note_ords = None
-    if filters.note_ids is not None:
-        entries = (part.notes.get(n) for n in set(filters.note_ids))
-        note_ords = [e.ord for e in entries if e is not None]
-    return part.filters.mask(filters, note_ords)
-
-
-def _allowed_list(part: _Partition, mask: np.ndarray | None) -> list[int] | None:
-    """The ordinals a mask allows (for SQL), or None when it allows every note."""
-    if mask is None:
-        return None
-    allowed = np.flatnonzero(mask)
-    if len(allowed) == len(part.notes):
-        return None
-    return allowed.tolist()
-
-
-def _unit_rows(vectors: Sequence[np.ndarray], dim: int) -> np.ndarray:
-    """Stack vectors into a float32 matrix with L2-normalised rows (zero rows stay zero)."""
-    if not vectors:
-        return np.empty((0, dim), dtype=np.float32)
-    matrix = np.stack([np.asarray(v, dtype=np.float32) for v in vectors])
-    if not np.isfinite(matrix).all():
-        raise ValueError("vectors must be finite")
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
-
-
-def _str_list_bytes(values: list[str]) -> int:
-    return sys.getsizeof(values) + sum(sys.getsizeof(v) for v in values)
-
-
-def _chunk_bytes(chunk: ChunkData) -> int:
-    return (
-        sys.getsizeof(chunk)
-        + sys.getsizeof(chunk.chunk_id)
-        + sys.getsizeof(chunk.note_id)
-        + sys.getsizeof(chunk.author_id)
-        + sys.getsizeof(chunk.section_path)
-        + sys.getsizeof(chunk.content_md)
-        + sys.getsizeof(chunk.chunk_type)
-        + _str_list_bytes(chunk.heading_path)
-        + _str_list_bytes(chunk.tags)
-    )
-
-
-def _meta_bytes(meta: NoteMeta) -> int:
-    return (
-        sys.getsizeof(meta)
-        + sys.getsizeof(meta.note_id)
-        + sys.getsizeof(meta.title)
-        + _str_list_bytes(meta.tags)
-    )
