@@ -233,3 +233,9 @@ def main() -> None:  # pragma: no cover
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+
+
+# --- migrate command (owned by the migration module) ---
+from api.migration.command import migrate as _migrate  # noqa: E402
+
+app.command("migrate")(_migrate)

@@ -1,0 +1,178 @@
+"""The dry run: what a migration would chunk, embed and cost, changing nothing.
+
+Every selected note goes through the real chunker; tokens are the embedding model's own
+tokenizer count of each chunk's `embedding_text` (what the provider bills). A chunk is
+"reusable" when the reconciler would take its vector instead of embedding it: the same
+text (content hash) already embedded by this model for the same author, in the embedding
+cache, or earlier in the same note/batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from api.migration.queries import ESTIMATE_PROJECTION, MigrationNotes, ReuseLookup
+from api.migration.selection import REASONS, Selection, reason
+
+log = structlog.get_logger(__name__)
+
+# USD per 1M input tokens (OpenAI list prices). Unknown models have no estimate.
+PRICE_PER_MILLION_TOKENS: dict[str, float] = {
+    "text-embedding-3-small": 0.02,
+    "text-embedding-3-large": 0.13,
+    "text-embedding-ada-002": 0.10,
+}
+
+
+def price_per_million(provider: str, model: str) -> float | None:
+    """Price of 1M embedding tokens for `model`; 0 for a local model, None if unknown."""
+    if provider == "local":
+        return 0.0
+    return PRICE_PER_MILLION_TOKENS.get(model)
+
+
+def cost_usd(tokens: int, price: float | None) -> float | None:
+    """Cost of embedding `tokens` at `price` per 1M tokens (None when the price is unknown)."""
+    return None if price is None else tokens * price / 1_000_000
+
+
+@dataclass
+class Estimate:
+    """Totals of a dry run. `tokens` = every chunk; `tokens_to_embed` = what would be billed."""
+
+    model: str
+    price_per_million: float | None
+    notes: int = 0
+    chunks: int = 0
+    tokens: int = 0
+    reusable_chunks: int = 0
+    reusable_tokens: int = 0
+    tokens_to_embed: int = 0
+    reasons: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REASONS, 0))
+    unchunkable: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def cost_usd(self) -> float | None:
+        return cost_usd(self.tokens_to_embed, self.price_per_million)
+
+    def add_note(
+        self,
+        author: Any,
+        chunks: list[tuple[str, int]],
+        *,
+        known: set[tuple[Any, str]],
+        cached: set[str],
+        seen: set[tuple[Any, str]],
+    ) -> None:
+        """Count one note's `(content_hash, tokens)` chunks. `known`: (author, hash) pairs
+        with a stored vector; `cached`: hashes in the embedding cache; `seen`: pairs already
+        counted as embedded in this batch (updated here)."""
+        self.notes += 1
+        for content_hash, tokens in chunks:
+            self.chunks += 1
+            self.tokens += tokens
+            key = (author, content_hash)
+            if key in known or content_hash in cached or key in seen:
+                self.reusable_chunks += 1
+                self.reusable_tokens += tokens
+            else:
+                self.tokens_to_embed += tokens
+                seen.add(key)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form (the `--json` output)."""
+        return {
+            "dry_run": True,
+            "notes": self.notes,
+            "chunks": self.chunks,
+            "tokens": self.tokens,
+            "reusable_chunks": self.reusable_chunks,
+            "reusable_tokens": self.reusable_tokens,
+            "tokens_to_embed": self.tokens_to_embed,
+            "embedding_model": self.model,
+            "price_per_million_tokens_usd": self.price_per_million,
+            "estimated_cost_usd": self.cost_usd,
+            "reasons": {k: v for k, v in self.reasons.items() if v},
+            "unchunkable": [{"note_id": n, "error": e} for n, e in self.unchunkable],
+        }
+
+
+def chunk_batch(
+    chunker: Any, tokenizer: Any, docs: list[dict[str, Any]]
+) -> list[list[tuple[str, int]] | Exception]:
+    """Per note, its chunks as (content_hash, embedding_text tokens), or the chunker's
+    exception. Tokens are counted in one batched call (many tiny calls cost far more)."""
+    per_note: list[list[Any] | Exception] = []
+    texts: list[str] = []
+    for doc in docs:
+        try:
+            chunks = chunker.chunk_note(doc.get("content_md") or "", doc.get("title") or "")
+        except Exception as exc:  # hostile input: report it, estimate the rest
+            per_note.append(exc)
+            continue
+        per_note.append(chunks)
+        texts.extend(c.embedding_text for c in chunks)
+    counts = iter(tokenizer.count_batch(texts) if texts else [])
+    out: list[list[tuple[str, int]] | Exception] = []
+    for chunks in per_note:
+        if isinstance(chunks, Exception):
+            out.append(chunks)
+        else:
+            out.append([(c.content_hash, next(counts)) for c in chunks])
+    return out
+
+
+async def estimate(
+    notes: MigrationNotes,
+    reuse: ReuseLookup,
+    selection: Selection,
+    *,
+    chunker: Any,
+    tokenizer: Any,
+    provider: str,
+    model_name: str,
+    batch_size: int = 200,
+    on_progress: Callable[[int], None] | None = None,
+) -> Estimate:
+    """Chunk and count every selected note (read-only). `selection.embedding_model` is the
+    model key chunks record; `model_name` the provider's model (for the price)."""
+    result = Estimate(model=model_name, price_per_million=price_per_million(provider, model_name))
+    bounds = await notes.id_range(selection)
+    if bounds is None:
+        return result
+    after: Any = None
+    remaining = selection.limit
+    while remaining is None or remaining > 0:
+        size = batch_size if remaining is None else min(batch_size, remaining)
+        docs = await notes.page(
+            selection, after=after, upto=bounds[1], limit=size, projection=ESTIMATE_PROJECTION
+        )
+        if not docs:
+            break
+        after = docs[-1]["_id"]
+        if remaining is not None:
+            remaining -= len(docs)
+        planned = await asyncio.to_thread(chunk_batch, chunker, tokenizer, docs)
+        hashes = sorted({h for p in planned if not isinstance(p, Exception) for h, _ in p})
+        authors = {d.get("author_id") for d in docs}
+        known = await reuse.chunk_hashes(authors, selection.embedding_model, hashes)
+        cached = await reuse.cached_hashes(selection.embedding_model, hashes)
+        # Duplicates are tracked per batch only: a set over a huge database would not fit
+        # in memory; cross-batch duplicates count as embedded (the estimate errs high).
+        seen: set[tuple[Any, str]] = set()
+        for doc, chunks in zip(docs, planned, strict=True):
+            result.reasons[reason(doc, selection.chunking_version, selection.embedding_model)] += 1
+            if isinstance(chunks, Exception):
+                result.notes += 1
+                result.unchunkable.append((str(doc["_id"]), f"{type(chunks).__name__}: {chunks}"))
+                continue
+            result.add_note(doc.get("author_id"), chunks, known=known, cached=cached, seen=seen)
+        if on_progress is not None:
+            on_progress(len(docs))
+    log.info("migration.dry_run", **{k: v for k, v in result.as_dict().items() if k != "reasons"})
+    return result

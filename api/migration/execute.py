@@ -1,0 +1,280 @@
+"""Running a migration (or its dry run) from validated options: connect, build the same
+embedder/chunker/reconciler as the API, run, report. The CLI layer is `api.migration.command`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from bson import ObjectId
+    from pymongo.asynchronous.database import AsyncDatabase
+    from rich.console import Console
+
+    from api.config import Settings
+    from api.migration.progress import ProgressReporter
+
+
+class ProgressMode(StrEnum):
+    """How progress is shown."""
+
+    auto = "auto"  # bar when stdout is a terminal, log lines otherwise
+    bar = "bar"
+    log = "log"
+    none = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class MigrateOptions:
+    """Everything `autonote migrate` accepts, validated."""
+
+    dry_run: bool = False
+    authors: tuple[ObjectId, ...] = ()
+    limit: int | None = None
+    since: datetime | None = None
+    include_failed: bool = True
+    concurrency: int = 4
+    batch_size: int = 200
+    rate_limit_tokens_per_min: int | None = None
+    rate_limit_requests_per_min: int | None = None
+    lease_s: float = 15.0
+    progress: ProgressMode = ProgressMode.auto
+    progress_interval_s: float = 5.0
+    json_output: bool = False
+
+
+@asynccontextmanager
+async def connect(settings: Settings, *, read_only: bool) -> AsyncIterator[AsyncDatabase]:
+    """The configured database (the embedded one when MONGODB_URL is unset: attached if a
+    `make run` server is up, else started). `read_only` skips creating indexes: a dry run
+    must not change the database, not even by creating collections."""
+    if not read_only:
+        from api.cli import database
+
+        async with database(settings) as db:
+            yield db
+        return
+    from api.db.client import create_client
+    from api.db.embedded import EmbeddedMongo
+
+    embedded = None
+    url = settings.mongodb_url
+    if url is None:
+        embedded = EmbeddedMongo(settings.autonote_data_dir)
+        url = embedded.start()
+    client = create_client(url, timeout_ms=settings.mongodb_timeout_ms)
+    try:
+        db = client[settings.mongodb_db]
+        await db.command("ping")
+        yield db
+    finally:
+        await client.close()
+        if embedded is not None:
+            embedded.stop()
+
+
+def _reporter(options: MigrateOptions, console: Console, label: str) -> ProgressReporter:
+    from api.migration.progress import BarProgress, LogProgress, NullProgress
+
+    if options.progress is ProgressMode.bar:
+        return BarProgress(console, label)
+    if options.progress is ProgressMode.log:
+        event = "migration.dry_run_progress" if options.dry_run else "migration.progress"
+        return LogProgress(options.progress_interval_s, event=event)
+    return NullProgress()
+
+
+async def execute(settings: Settings, options: MigrateOptions, *, stdout: Any = None) -> int:
+    """Run the migration (or the dry run) and print its result; returns the exit code."""
+    from pymongo.errors import PyMongoError
+    from rich.console import Console
+
+    from api.providers import build_chunker, build_embedder, build_openai_client
+
+    out = stdout or sys.stdout
+    console = Console(file=out, soft_wrap=True)
+    bar_console = Console(file=sys.stderr) if options.json_output else console
+    if not settings.chunking_enabled:
+        typer.echo("autonote migrate: chunking is disabled (CHUNKING_ENABLED=false)", err=True)
+        return 2
+    async with AsyncExitStack() as stack:
+        openai_client = build_openai_client(settings)
+        if openai_client is not None:
+            stack.push_async_callback(openai_client.close)
+        try:
+            embedder = build_embedder(settings, openai_client)
+        except ValueError as exc:
+            typer.echo(f"autonote migrate: {exc}", err=True)
+            return 2
+        stack.push_async_callback(embedder.aclose)
+        if options.rate_limit_tokens_per_min or options.rate_limit_requests_per_min:
+            from api.migration.limiter import RateLimitedEmbedder
+
+            embedder = RateLimitedEmbedder(
+                embedder,
+                tokens_per_period=options.rate_limit_tokens_per_min,
+                requests_per_period=options.rate_limit_requests_per_min,
+            )
+        chunker = build_chunker(settings, embedder)
+        try:
+            db = await stack.enter_async_context(connect(settings, read_only=options.dry_run))
+        except PyMongoError as exc:
+            typer.echo(f"autonote migrate: cannot use the database: {exc}", err=True)
+            return 2
+        selection = _selection(options, chunker, embedder)
+        reporter = _reporter(options, bar_console, "Dry run" if options.dry_run else "Indexing")
+        if options.dry_run:
+            return await _dry_run(db, selection, options, chunker, embedder, reporter, console)
+        return await _run(settings, db, selection, options, chunker, embedder, reporter, console)
+    return 1  # pragma: no cover - the stack never swallows
+
+
+def _selection(options: MigrateOptions, chunker: Any, embedder: Any) -> Any:
+    from api.migration.selection import Selection
+    from api.providers import embedding_model_key
+
+    return Selection(
+        chunking_version=chunker.version,
+        embedding_model=embedding_model_key(embedder),
+        authors=options.authors,
+        since=options.since,
+        include_failed=options.include_failed,
+        limit=options.limit,
+    )
+
+
+async def _dry_run(
+    db: AsyncDatabase,
+    selection: Any,
+    options: MigrateOptions,
+    chunker: Any,
+    embedder: Any,
+    reporter: ProgressReporter,
+    console: Console,
+) -> int:
+    from api.migration.estimate import estimate
+    from api.migration.progress import render_estimate, stop_quietly
+    from api.migration.queries import MigrationNotes, ReuseLookup
+
+    notes = MigrationNotes(db)
+    total = await notes.count(selection)
+    reporter.start(total if options.limit is None else min(total, options.limit))
+    done = 0
+
+    def advance(n: int) -> None:
+        nonlocal done
+        done += n
+        reporter.update(done)
+
+    try:
+        result = await estimate(
+            notes,
+            ReuseLookup(db),
+            selection,
+            chunker=chunker,
+            tokenizer=embedder.tokenizer,
+            provider=embedder.provider,
+            model_name=embedder.model,
+            batch_size=options.batch_size,
+            on_progress=advance,
+        )
+    finally:
+        stop_quietly(reporter)
+    if options.json_output:
+        typer.echo(json.dumps(result.as_dict()), file=console.file)
+    else:
+        render_estimate(result, console)
+    return 0
+
+
+async def _run(
+    settings: Settings,
+    db: AsyncDatabase,
+    selection: Any,
+    options: MigrateOptions,
+    chunker: Any,
+    embedder: Any,
+    reporter: ProgressReporter,
+    console: Console,
+) -> int:
+    import structlog
+
+    from api.indexing.runtime import build_indexing
+    from api.migration.progress import render_summary, stop_quietly
+    from api.migration.queries import MigrationNotes
+    from api.migration.runner import MigrationRunner, MigrationSummary
+
+    log = structlog.get_logger("api.migration")
+    # One code path with the API: the same reconciler, built the same way; only the lease
+    # is shorter, so a killed run's notes come back quickly.
+    run_settings = settings.model_copy(update={"autonote_index_lease_s": options.lease_s})
+    indexing = build_indexing(
+        run_settings, db, chunker=chunker, embedder=embedder, concurrency=options.concurrency
+    )
+    runner = MigrationRunner(
+        indexing.reconciler,
+        MigrationNotes(db),
+        selection,
+        batch_size=options.batch_size,
+        concurrency=options.concurrency,
+        on_start=reporter.start,
+        on_update=lambda s: reporter.update(
+            s.done, indexed=s.indexed, failed=s.failed, skipped=s.skipped
+        ),
+    )
+    started = time.monotonic()
+    task = asyncio.create_task(runner.run())
+    loop = asyncio.get_running_loop()
+    stopping: list[int] = []
+
+    def interrupt(signum: int) -> None:
+        # First signal: stop cleanly. Restoring the default handler makes a second Ctrl-C
+        # end the process at once.
+        stopping.append(signum)
+        loop.remove_signal_handler(signum)
+        task.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, interrupt, sig)
+    error: str | None = None
+    try:
+        await task
+    except asyncio.CancelledError:
+        if not stopping:
+            raise
+    except Exception as exc:
+        error = _describe(exc)
+        log.error("migration.error", error=error, exc_info=True)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        stop_quietly(reporter)
+    summary = MigrationSummary(
+        runner.stats, time.monotonic() - started, interrupted=bool(stopping), error=error
+    )
+    fields = {k: v for k, v in summary.as_dict().items() if k not in ("failures", "dry_run")}
+    log.info("migration.finished", **fields)
+    if options.json_output:
+        typer.echo(json.dumps(summary.as_dict()), file=console.file)
+    else:
+        render_summary(summary, console)
+    return summary.exit_code
+
+
+def _describe(exc: BaseException) -> str:
+    """The first real error inside (possibly nested) exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"[:500]

@@ -1,0 +1,142 @@
+"""The migration's own database queries.
+
+House rule: one module per collection. These live here only because the migration module
+may not edit `api/notes/queue.py` / `api/indexing/*_repository.py`; `MigrationNotes` belongs
+with the notes queue, `ReuseLookup.chunk_hashes` with `ChunksRepository` and
+`ReuseLookup.cached_hashes` with `EmbeddingCacheRepository` (see the migration report).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from bson import ObjectId
+from pymongo.asynchronous.database import AsyncDatabase
+
+from api.migration.selection import (
+    STATE_PROJECTION,
+    Selection,
+    catch_up_filter,
+    enqueue_filter,
+    enqueue_update,
+)
+
+# What the dry run needs to chunk a note and explain why it was selected.
+ESTIMATE_PROJECTION = {
+    "title": 1,
+    "content_md": 1,
+    "author_id": 1,
+    "version": 1,
+    "index_status": 1,
+    "indexed_version": 1,
+    "chunk_count": 1,
+    "chunking_version": 1,
+    "embedding_model": 1,
+}
+
+
+class MigrationNotes:
+    """Selection, enqueueing and state reads on `notes` for the migration."""
+
+    def __init__(self, db: AsyncDatabase) -> None:
+        self.collection = db.notes
+
+    async def count(self, selection: Selection) -> int:
+        """How many notes need indexing (one scan; `limit` not applied)."""
+        return await self.collection.count_documents(selection.query())
+
+    async def id_range(self, selection: Selection) -> tuple[Any, Any] | None:
+        """(first, last) `_id` of the selected notes, or None when nothing is selected. The
+        run stops at `last`: notes created after it started are the API's to index."""
+        query = selection.query()
+        first = await self.collection.find_one(query, {"_id": 1}, sort=[("_id", 1)])
+        if first is None:
+            return None
+        last = await self.collection.find_one(query, {"_id": 1}, sort=[("_id", -1)])
+        return first["_id"], (last or first)["_id"]
+
+    async def page(
+        self,
+        selection: Selection,
+        *,
+        after: Any,
+        upto: Any,
+        limit: int,
+        projection: dict[str, Any] | None = None,
+    ) -> list[dict[str, Any]]:
+        """The next `limit` selected notes in `_id` order after `after` (None: from the
+        start), up to `upto` inclusive. Keyset pagination: each page is one indexed range
+        scan, however large the collection."""
+        id_range: dict[str, Any] = {"$lte": upto}
+        if after is not None:
+            id_range["$gt"] = after
+        query = {"$and": [selection.query(), {"_id": id_range}]}
+        cursor = self.collection.find(query, projection or {"_id": 1}).sort("_id", 1).limit(limit)
+        return await cursor.to_list(length=limit)
+
+    async def enqueue(self, ids: list[ObjectId], selection: Selection, now: datetime) -> int:
+        """Put the notes that still need indexing on the queue, due now (see
+        `selection.enqueue_update` for why this cannot lose an edit)."""
+        if not ids:
+            return 0
+        result = await self.collection.update_many(
+            enqueue_filter(ids, selection, now), enqueue_update(now)
+        )
+        return result.modified_count
+
+    async def state(self, note_id: ObjectId) -> dict[str, Any] | None:
+        """The note's queue/index fields (no content)."""
+        return await self.collection.find_one({"_id": note_id}, STATE_PROJECTION)
+
+    async def edited_since(
+        self,
+        selection: Selection,
+        *,
+        started_at: datetime,
+        first_id: Any,
+        last_id: Any,
+        limit: int,
+    ) -> list[ObjectId]:
+        """Notes in the run's range re-queued by an edit after `started_at`."""
+        query = catch_up_filter(
+            selection, started_at=started_at, first_id=first_id, last_id=last_id
+        )
+        cursor = self.collection.find(query, {"_id": 1}).sort("_id", 1).limit(limit)
+        return [doc["_id"] async for doc in cursor]
+
+
+class ReuseLookup:
+    """Which content hashes already have a vector for a model (read-only, hashes only:
+    the dry run must not pull kilobytes of vectors per chunk just to count them)."""
+
+    def __init__(self, db: AsyncDatabase) -> None:
+        self.chunks = db.note_chunks
+        self.cache = db.embedding_cache
+
+    async def chunk_hashes(
+        self, authors: Iterable[Any], model: str, hashes: list[str]
+    ) -> set[tuple[Any, str]]:
+        """(author_id, content_hash) pairs with a stored chunk vector from `model`; the
+        reconciler reuses vectors across an author's notes, never across authors."""
+        if not hashes:
+            return set()
+        cursor = self.chunks.find(
+            {
+                "author_id": {"$in": list(set(authors))},
+                "embedding_model": model,
+                "content_hash": {"$in": hashes},
+            },
+            {"author_id": 1, "content_hash": 1, "_id": 0},
+        )
+        return {(doc["author_id"], doc["content_hash"]) async for doc in cursor}
+
+    async def cached_hashes(self, model: str, hashes: list[str]) -> set[str]:
+        """Hashes present in the embedding cache for `model`."""
+        if not hashes:
+            return set()
+        cursor = self.cache.find(
+            {"model": model, "content_hash": {"$in": hashes}}, {"content_hash": 1, "_id": 0}
+        )
+        return {doc["content_hash"] async for doc in cursor}

@@ -1,0 +1,358 @@
+"""The migration run: select → enqueue a batch → drive each note to a final state through
+`Reconciler.run_once(note_id)` — the API's own indexing code path, leases and all.
+
+Why it is safe to kill at any point and run again:
+- selection is a query on the notes' own state, so a rerun picks up exactly what is still
+  not indexed (nothing is remembered outside the database);
+- enqueueing only fills missing fields and sets `pending` (see `selection.enqueue_update`);
+- indexing is the reconciler's lease-fenced swap: a killed run leaves leases that expire
+  (`--lease-s`), leftover chunks of an unfinished version are deleted before re-insert, and
+  the unique `(note_id, note_version, chunk_index)` index backs it up;
+- an edit made through the API during the run re-queues the note; the per-note loop and a
+  final catch-up pass index the latest version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import structlog
+from bson import ObjectId
+
+from api.db.client import is_unavailable
+from api.indexing.reconciler import Reconciler
+from api.migration.queries import MigrationNotes
+from api.migration.selection import Selection, settle
+
+log = structlog.get_logger(__name__)
+
+MAX_LISTED_FAILURES = 50
+
+
+@dataclass(frozen=True, slots=True)
+class NoteResult:
+    """How one note ended. Work counters add up every run of the note made by this
+    migration (an edit mid-run means two runs); `chunks` is the final chunk count."""
+
+    note_id: ObjectId
+    status: Literal["indexed", "failed", "skipped"]
+    chunks: int = 0
+    embedded: int = 0
+    reused: int = 0
+    tokens_embedded: int = 0
+    by_other: bool = False
+    detail: str | None = None
+
+
+@dataclass
+class MigrationStats:
+    """Running totals; `done` counts selected notes that reached a final state."""
+
+    selected: int = 0
+    done: int = 0
+    indexed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    indexed_by_others: int = 0
+    reindexed_after_edit: int = 0
+    chunks: int = 0
+    embedded: int = 0
+    reused: int = 0
+    tokens_embedded: int = 0
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    skip_reasons: dict[str, int] = field(default_factory=dict)
+
+    def record(self, result: NoteResult, *, catch_up: bool = False) -> None:
+        """Add one note's result. Catch-up results (a note re-queued by an edit after its
+        first run) do not count as new notes; a failure still fails the run."""
+        self.embedded += result.embedded
+        self.reused += result.reused
+        self.tokens_embedded += result.tokens_embedded
+        if result.status == "failed":
+            self.failed += 1
+            if len(self.failures) < MAX_LISTED_FAILURES:
+                self.failures.append((str(result.note_id), result.detail or "failed"))
+        if catch_up:
+            if result.status == "indexed":
+                self.reindexed_after_edit += 1
+            return
+        self.done += 1
+        if result.status == "indexed":
+            self.indexed += 1
+            self.chunks += result.chunks
+            self.indexed_by_others += result.by_other
+        elif result.status == "skipped":
+            self.skipped += 1
+            key = result.detail or "skipped"
+            self.skip_reasons[key] = self.skip_reasons.get(key, 0) + 1
+
+
+@dataclass
+class MigrationSummary:
+    """The end of a run, whatever ended it."""
+
+    stats: MigrationStats
+    duration_s: float
+    interrupted: bool = False
+    error: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """0: every selected note ended indexed (or left the selection: deleted/trashed);
+        1: a note failed or the run hit an error; 130: interrupted (rerun to resume)."""
+        if self.interrupted:
+            return 130
+        if self.error is not None or self.stats.failed:
+            return 1
+        return 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form (the `--json` output and the final log line)."""
+        s = self.stats
+        return {
+            "dry_run": False,
+            "selected": s.selected,
+            "done": s.done,
+            "indexed": s.indexed,
+            "failed": s.failed,
+            "skipped": s.skipped,
+            "skip_reasons": s.skip_reasons,
+            "indexed_by_other_workers": s.indexed_by_others,
+            "reindexed_after_edit": s.reindexed_after_edit,
+            "chunks": s.chunks,
+            "embedded": s.embedded,
+            "reused": s.reused,
+            "tokens_embedded": s.tokens_embedded,
+            "duration_s": round(self.duration_s, 3),
+            "interrupted": self.interrupted,
+            "error": self.error,
+            "failures": [{"note_id": n, "error": e} for n, e in s.failures],
+            "exit_code": self.exit_code,
+        }
+
+
+class MigrationRunner:
+    """Drives the selected notes to `indexed` with `concurrency` loops, `batch_size` notes
+    enqueued at a time. `on_update(stats)` is called after every note (progress)."""
+
+    def __init__(
+        self,
+        reconciler: Reconciler,
+        notes: MigrationNotes,
+        selection: Selection,
+        *,
+        batch_size: int = 200,
+        concurrency: int = 4,
+        poll_s: float = 1.0,
+        catch_up_rounds: int = 3,
+        max_requeues: int = 3,
+        on_start: Callable[[int], None] | None = None,
+        on_update: Callable[[MigrationStats], None] | None = None,
+    ) -> None:
+        if batch_size < 1 or concurrency < 1:
+            raise ValueError("batch_size and concurrency must be >= 1")
+        self.reconciler = reconciler
+        self.notes = notes
+        self.selection = selection
+        self.batch_size = batch_size
+        self.concurrency = concurrency
+        self.poll_s = poll_s
+        self.catch_up_rounds = catch_up_rounds
+        self.max_requeues = max_requeues
+        self.on_start = on_start
+        self.on_update = on_update
+        self.stats = MigrationStats()
+        self._last_id: Any = None
+
+    async def run(self) -> MigrationStats:
+        """Migrate everything selected, then catch up on notes edited meanwhile. Cancelling
+        the task stops cleanly: claimed notes keep their lease until it expires."""
+        started_at = datetime.now(UTC)
+        total = await self.notes.count(self.selection)
+        if self.selection.limit is not None:
+            total = min(total, self.selection.limit)
+        self.stats.selected = total
+        bounds = await self.notes.id_range(self.selection)
+        log.info(
+            "migration.started",
+            selected=total,
+            batch_size=self.batch_size,
+            concurrency=self.concurrency,
+            worker_id=self.reconciler.worker_id,
+        )
+        if self.on_start is not None:
+            self.on_start(total)
+        if bounds is None:
+            return self.stats
+        # Notes another worker holds (e.g. a killed run's leases) are set aside instead of
+        # blocking a loop, and finished after everything else.
+        deferred: list[ObjectId] = []
+        await self._process(self._selected_batches(bounds[1]), catch_up=False, deferred=deferred)
+        if deferred:
+            log.info("migration.deferred", notes=len(deferred))
+            await self._process(_once(deferred), catch_up=False)
+        if self._last_id is not None:
+            await self._catch_up(started_at, bounds[0], self._last_id)
+        return self.stats
+
+    async def _selected_batches(self, upto: Any) -> AsyncIterator[list[ObjectId]]:
+        after: Any = None
+        remaining = self.selection.limit
+        while remaining is None or remaining > 0:
+            size = self.batch_size if remaining is None else min(self.batch_size, remaining)
+            docs = await self.notes.page(self.selection, after=after, upto=upto, limit=size)
+            if not docs:
+                return
+            ids = [d["_id"] for d in docs]
+            after = self._last_id = ids[-1]
+            if remaining is not None:
+                remaining -= len(ids)
+            yield ids
+
+    async def _catch_up(self, started_at: datetime, first_id: Any, last_id: Any) -> None:
+        for _ in range(self.catch_up_rounds):
+            ids = await self.notes.edited_since(
+                self.selection,
+                started_at=started_at,
+                first_id=first_id,
+                last_id=last_id,
+                limit=self.batch_size * 10,
+            )
+            if not ids:
+                return
+            log.info("migration.catch_up", notes=len(ids))
+            await self._process(_once(ids), catch_up=True)
+
+    async def _process(
+        self,
+        batches: AsyncIterator[list[ObjectId]],
+        *,
+        catch_up: bool,
+        deferred: list[ObjectId] | None = None,
+    ) -> None:
+        """Enqueue each batch, then drive its notes with `concurrency` loops. With a
+        `deferred` list, notes that would make a loop wait go there instead."""
+        # A bounded hand-off: the next batch is enqueued in the database only when the
+        # loops have taken most of the previous one, so the queue never holds the world.
+        queue: asyncio.Queue[ObjectId | None] = asyncio.Queue(maxsize=self.batch_size)
+        async with asyncio.TaskGroup() as group:
+            for _ in range(self.concurrency):
+                group.create_task(self._consume(queue, catch_up, deferred))
+            async for ids in batches:
+                enqueued = await self.notes.enqueue(ids, self.selection, datetime.now(UTC))
+                log.debug("migration.batch_enqueued", notes=len(ids), enqueued=enqueued)
+                for note_id in ids:
+                    await queue.put(note_id)
+            for _ in range(self.concurrency):
+                await queue.put(None)
+
+    async def _consume(
+        self,
+        queue: asyncio.Queue[ObjectId | None],
+        catch_up: bool,
+        deferred: list[ObjectId] | None,
+    ) -> None:
+        while (note_id := await queue.get()) is not None:
+            result = await self.drive(note_id, patient=deferred is None)
+            if result is None:
+                assert deferred is not None
+                deferred.append(note_id)
+                continue
+            self.stats.record(result, catch_up=catch_up)
+            if result.status == "failed":
+                log.warning("migration.note_failed", note_id=str(note_id), error=result.detail)
+            if self.on_update is not None:
+                self.on_update(self.stats)
+
+    async def drive(self, note_id: ObjectId, *, patient: bool = True) -> NoteResult | None:
+        """Run the reconciler on `note_id` until the note is indexed, failed or gone,
+        waiting out other workers' leases and the reconciler's retry back-off. Not
+        `patient`: return None instead of waiting longer than `poll_s`."""
+        work = {"embedded": 0, "reused": 0, "tokens_embedded": 0}
+        requeues = 0
+        db_errors = 0
+        while True:
+            try:
+                outcome = await self.reconciler.run_once(note_id)
+                if outcome is not None and outcome.stats:
+                    for key in work:
+                        work[key] += int(outcome.stats.get(key) or 0)
+                if outcome is not None and outcome.status in ("indexed", "failed"):
+                    return await self._final(
+                        note_id, outcome.status, outcome.stats, outcome.error, work
+                    )
+                state = await self.notes.state(note_id)
+            except Exception as exc:
+                # A database blip must not fail a note (nothing about the note is wrong);
+                # a persistent outage ends the run (rerun resumes).
+                if not is_unavailable(exc) or db_errors >= 5:
+                    raise
+                db_errors += 1
+                log.warning("migration.database_retry", attempt=db_errors, error=str(exc)[:200])
+                await asyncio.sleep(min(10.0, 0.5 * 2**db_errors))
+                continue
+            verdict = settle(state, datetime.now(UTC), self.reconciler.config.max_attempts)
+            if verdict.final:
+                if verdict.kind == "indexed" and state is not None:
+                    self._check_config(note_id, state)
+                return NoteResult(
+                    note_id,
+                    "indexed" if verdict.kind == "indexed" else verdict.kind,  # type: ignore[arg-type]
+                    chunks=int((state or {}).get("chunk_count") or 0),
+                    by_other=verdict.kind == "indexed",
+                    detail=verdict.detail,
+                    **work,
+                )
+            if verdict.kind == "requeue":
+                if requeues >= self.max_requeues:
+                    detail = f"could not enqueue ({verdict.detail})"
+                    return NoteResult(note_id, "failed", detail=detail, **work)
+                requeues += 1
+                await self.notes.enqueue([note_id], self.selection, datetime.now(UTC))
+            elif verdict.kind == "wait":
+                if not patient and verdict.wait_s > self.poll_s:
+                    return None
+                # Poll at least every `poll_s`: an edit or another worker may end it sooner.
+                await asyncio.sleep(min(max(verdict.wait_s, 0.02), self.poll_s))
+            else:  # retry: claimable now (a race with another claimer may have lost it)
+                await asyncio.sleep(0.02)
+
+    async def _final(
+        self,
+        note_id: ObjectId,
+        status: str,
+        stats: dict[str, Any] | None,
+        error: str | None,
+        work: dict[str, int],
+    ) -> NoteResult:
+        if status == "failed":
+            return NoteResult(note_id, "failed", detail=error, **work)
+        chunks = int((stats or {}).get("chunks") or 0)
+        if chunks == 0:
+            # Zero chunks is also what indexing a note trashed meanwhile produces.
+            state = await self.notes.state(note_id)
+            if state is None or state.get("status") != "active":
+                detail = "deleted" if state is None else "trashed"
+                return NoteResult(note_id, "skipped", detail=detail, **work)
+        return NoteResult(note_id, "indexed", chunks=chunks, **work)
+
+    def _check_config(self, note_id: ObjectId, state: dict[str, Any]) -> None:
+        if (state.get("chunking_version"), state.get("embedding_model")) != (
+            self.selection.chunking_version,
+            self.selection.embedding_model,
+        ):
+            log.warning(
+                "migration.indexed_with_other_config",
+                note_id=str(note_id),
+                chunking_version=state.get("chunking_version"),
+                embedding_model=state.get("embedding_model"),
+                hint="another worker runs with different chunking/embedding settings",
+            )
+
+
+async def _once(ids: list[ObjectId]) -> AsyncIterator[list[ObjectId]]:
+    yield ids

@@ -1,0 +1,219 @@
+"""Which notes the migration selects, how it enqueues them, and how it reads a note's state.
+
+Pure: query documents, update pipelines and verdicts, no I/O (the queries run in
+`api.migration.queries`). A note needs indexing unless it is verifiably up to date: `indexed`
+at its current `version` by the configured chunker (`chunking_version`) and embedding model.
+That covers every case the migration exists for — legacy documents with no index fields,
+`chunk_count` 0/missing on a note that was never indexed, a stale chunker or model, `failed`
+— without re-selecting a note whose content legitimately yields zero chunks (an empty or
+heading-only note), which would make every rerun do work forever.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from bson import ObjectId
+
+Reason = Literal[
+    "legacy", "failed", "never_indexed", "stale_model", "stale_chunker", "behind", "queued"
+]
+REASONS: tuple[Reason, ...] = (
+    "legacy",
+    "failed",
+    "never_indexed",
+    "stale_model",
+    "stale_chunker",
+    "behind",
+    "queued",
+)
+
+# What the per-note loop reads to decide whether to wait, retry or stop.
+STATE_PROJECTION = {
+    "status": 1,
+    "version": 1,
+    "index_status": 1,
+    "index_error": 1,
+    "index_attempts": 1,
+    "next_attempt_at": 1,
+    "lease_expires_at": 1,
+    "indexed_version": 1,
+    "chunk_count": 1,
+    "chunking_version": 1,
+    "embedding_model": 1,
+    "last_index_stats": 1,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """What to migrate: the configured index identity plus the operator's filters."""
+
+    chunking_version: str
+    embedding_model: str
+    authors: tuple[ObjectId, ...] = ()
+    since: datetime | None = None
+    include_failed: bool = True
+    limit: int | None = None
+
+    def base_filter(self) -> dict[str, Any]:
+        """The operator's filters only (active notes, authors, created_at)."""
+        query: dict[str, Any] = {"status": "active"}
+        if self.authors:
+            query["author_id"] = {"$in": list(self.authors)}
+        if self.since is not None:
+            query["created_at"] = {"$gte": self.since}
+        return query
+
+    def up_to_date(self) -> dict[str, Any]:
+        """Indexed at the note's current version by this chunker and model."""
+        return {
+            "index_status": "indexed",
+            "chunking_version": self.chunking_version,
+            "embedding_model": self.embedding_model,
+            # A legacy note without `version` is version 1 (what the reconciler assumes).
+            "$expr": {"$eq": ["$indexed_version", {"$ifNull": ["$version", 1]}]},
+        }
+
+    def query(self) -> dict[str, Any]:
+        """Notes that need indexing under these filters."""
+        query = {**self.base_filter(), "$nor": [self.up_to_date()]}
+        if not self.include_failed:
+            query["index_status"] = {"$ne": "failed"}
+        return query
+
+
+def lease_free(now: datetime) -> dict[str, Any]:
+    """No live lease: nobody is indexing the note right now (or its worker died)."""
+    return {"$or": [{"lease_expires_at": None}, {"lease_expires_at": {"$lt": now}}]}
+
+
+def enqueue_filter(ids: list[ObjectId], selection: Selection, now: datetime) -> dict[str, Any]:
+    """Re-check the selection at write time: a note indexed meanwhile is left alone, and a
+    note someone is indexing right now keeps its lease (its worker finishes it)."""
+    return {"$and": [{"_id": {"$in": ids}}, selection.query(), lease_free(now)]}
+
+
+def _fill(field_name: str, default: Any) -> dict[str, Any]:
+    return {"$ifNull": [f"${field_name}", default]}
+
+
+def enqueue_update(now: datetime) -> list[dict[str, Any]]:
+    """Put a note on the indexing queue WITHOUT clobbering anything.
+
+    Only missing fields are filled (`version` → 1, `updated_at` → `created_at`, the index
+    fields → their empty values); title, content, tags and an existing `version` are never
+    written, so an edit the API makes at any moment survives whichever write lands first:
+    the API's writes also just set `pending`, and versions only grow. The attempt budget is
+    reset, so `failed` notes and notes whose workers died are retried.
+    """
+    return [
+        {
+            "$set": {
+                "version": _fill("version", 1),
+                "updated_at": {"$ifNull": ["$updated_at", _fill("created_at", now)]},
+                "changed_at": _fill("changed_at", now),
+                "indexed_version": _fill("indexed_version", None),
+                "chunk_count": _fill("chunk_count", 0),
+                "chunking_strategy": _fill("chunking_strategy", None),
+                "chunking_version": _fill("chunking_version", None),
+                "embedding_model": _fill("embedding_model", None),
+                "last_chunked_at": _fill("last_chunked_at", None),
+                "last_index_stats": _fill("last_index_stats", None),
+                "index_status": "pending",
+                "next_attempt_at": {"$literal": now},
+                "index_attempts": 0,
+                "index_error": None,
+            }
+        }
+    ]
+
+
+def catch_up_filter(
+    selection: Selection, *, started_at: datetime, first_id: Any, last_id: Any
+) -> dict[str, Any]:
+    """Notes in the migrated range that an edit re-queued after the run started (the
+    migration may already have indexed their previous version)."""
+    return {
+        **selection.base_filter(),
+        "_id": {"$gte": first_id, "$lte": last_id},
+        "index_status": "pending",
+        "changed_at": {"$gte": started_at},
+    }
+
+
+def reason(note: dict[str, Any], chunking_version: str, embedding_model: str) -> Reason:
+    """Why a selected note needs indexing (for the dry run's breakdown)."""
+    status = note.get("index_status")
+    if status is None:
+        return "legacy"
+    if status == "failed":
+        return "failed"
+    if note.get("indexed_version") is None or not note.get("chunk_count"):
+        return "never_indexed"
+    if note.get("embedding_model") != embedding_model:
+        return "stale_model"
+    if note.get("chunking_version") != chunking_version:
+        return "stale_chunker"
+    if note.get("indexed_version") != (note.get("version") or 1):
+        return "behind"
+    return "queued"
+
+
+# ---- the per-note loop's verdict -------------------------------------------------------
+
+VerdictKind = Literal["indexed", "failed", "skipped", "wait", "retry", "requeue"]
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What to do with a note `Reconciler.run_once(note_id)` could not finish."""
+
+    kind: VerdictKind
+    wait_s: float = 0.0
+    detail: str | None = None
+
+    @property
+    def final(self) -> bool:
+        return self.kind in ("indexed", "failed", "skipped")
+
+
+def settle(note: dict[str, Any] | None, now: datetime, max_attempts: int) -> Verdict:
+    """Classify a note's state after a run_once that did not end it.
+
+    Final: indexed (by us earlier or by another worker), failed, or skipped (deleted,
+    trashed, indexing disabled). Otherwise wait for a lease or a retry time, retry at once,
+    or requeue a note whose queue fields are incomplete (so no claim could ever match it).
+    """
+    if note is None:
+        return Verdict("skipped", detail="deleted")
+    if note.get("status") != "active":
+        return Verdict("skipped", detail="trashed")
+    status = note.get("index_status")
+    if status == "indexed":
+        return Verdict("indexed")
+    if status == "failed":
+        return Verdict("failed", detail=note.get("index_error") or "failed")
+    if status == "disabled":
+        return Verdict("skipped", detail="indexing disabled")
+    attempts = note.get("index_attempts")
+    lease_until = note.get("lease_expires_at")
+    leased = lease_until is not None and lease_until > now
+    if status == "indexing":
+        if leased:
+            return Verdict("wait", wait_s=(lease_until - now).total_seconds())
+        if attempts is not None and attempts >= max_attempts:
+            return Verdict("failed", detail="indexing did not finish (worker died)")
+        return Verdict("retry")
+    if status == "pending" and attempts is not None and note.get("next_attempt_at") is not None:
+        if attempts >= max_attempts:
+            return Verdict("requeue", detail="attempts exhausted")
+        if leased:
+            return Verdict("wait", wait_s=(lease_until - now).total_seconds())
+        due = note["next_attempt_at"]
+        if due > now:
+            return Verdict("wait", wait_s=(due - now).total_seconds())
+        return Verdict("retry")
+    return Verdict("requeue", detail=f"index_status={status!r}")

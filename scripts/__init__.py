@@ -1,0 +1,1 @@
+"""Runnable maintenance jobs (`python -m scripts.<name>`)."""
