@@ -1,0 +1,182 @@
+"""Smoke runs of the notes-API and indexing benchmarks on tiny inputs (so the scripts cannot
+rot), against the session's embedded server, plus direct tests of their pure parts."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from benchmarks import indexing as indexing_report
+from benchmarks.indexing_edits import run_edit_mix
+from benchmarks.indexing_latency import run_edit_latency, run_throughput, throughput_notes
+from benchmarks.indexing_notes import (
+    EDIT_MIX,
+    Note,
+    edit_cost,
+    generate_note,
+    new_section,
+    reordered_sections,
+    rewrite_paragraph,
+    typo_fix,
+)
+from benchmarks.indexing_storage import chunk_docs, run_bytes, run_requests
+from benchmarks.notes_api import Sizes, mode_table, run_mode
+from benchmarks.notes_api_load import FILTER_TAG, make_corpus
+from benchmarks.sample_note import realistic_note
+from benchmarks.service_harness import summarize
+
+# -- pure parts ---------------------------------------------------------------------------
+
+
+def test_summarize_percentiles_in_ms() -> None:
+    s = summarize([i / 1000 for i in range(1, 101)])  # 1..100 ms
+    assert s.n == 100
+    assert s.p50 == pytest.approx(50.5)
+    assert s.p95 == pytest.approx(95.05)
+    assert s.p99 == pytest.approx(99.01)
+    with pytest.raises(ValueError):
+        summarize([])
+
+
+def test_corpus_is_deterministic_sized_and_tagged() -> None:
+    corpus = make_corpus(40, seed=3)
+    assert corpus == make_corpus(40, seed=3)
+    sizes = [len(n.content_md.encode()) / 1024 for n in corpus]
+    assert min(sizes) > 0.5 and max(sizes) < 25
+    assert max(sizes) > 4 * min(sizes), "sizes spread over the range"
+    tagged = sum(FILTER_TAG in n.tags for n in corpus)
+    assert 0 < tagged < len(corpus)
+    assert len({n.title for n in corpus}) == len(corpus)
+
+
+def _sections(note: Note) -> list[tuple[int, str, tuple[str, ...]]]:
+    return [(s.level, s.title, tuple(s.blocks)) for s in note.sections]
+
+
+def test_each_edit_changes_what_its_name_says() -> None:
+    base = generate_note(20, seed=5)
+    rng = random.Random(1)
+    fixed, _ = typo_fix(base, rng)
+    diff = [(a, b) for a, b in zip(_sections(base), _sections(fixed), strict=True) if a != b]
+    assert len(diff) == 1 and "configuraiton" in str(diff[0][0])
+    assert "configuraiton" not in fixed.render()
+    with pytest.raises(ValueError):
+        typo_fix(fixed, rng)
+
+    added, _ = new_section(base, rng)
+    assert len(added.sections) == len(base.sections) + 1
+    new_ones = [s for s in _sections(added) if s not in _sections(base)]
+    assert len(new_ones) == 1 and new_ones[0][0] == 2
+
+    moved, _ = reordered_sections(base, rng)
+    assert sorted(_sections(moved)) == sorted(_sections(base))
+    assert _sections(moved) != _sections(base)
+
+    note = base
+    for name, edit in EDIT_MIX:  # the whole mix applies in sequence without error
+        new, detail = edit(note, rng)
+        assert new.render() != note.render() and detail, name
+        note = new
+    assert base.render() == generate_note(20, seed=5).render(), "edits never mutate their input"
+
+
+def test_edit_cost_counts_each_unseen_hash_once() -> None:
+    chunk = SimpleNamespace
+    chunks = [
+        chunk(content_hash="a", embedding_text="one two"),
+        chunk(content_hash="b", embedding_text="three four five"),
+        chunk(content_hash="b", embedding_text="three four five"),
+        chunk(content_hash="c", embedding_text="six"),
+    ]
+    cost = edit_cost(chunks, {"a"}, lambda texts: [len(t.split()) for t in texts])
+    assert (cost.chunks_total, cost.tokens_total) == (4, 9)
+    assert (cost.chunks_new, cost.tokens_new) == (2, 4)
+    assert cost.token_fraction == pytest.approx(4 / 9)
+
+
+def test_rewrite_paragraph_replaces_exactly_one_prose_block() -> None:
+    content = realistic_note(120)
+    edited = rewrite_paragraph(content, 2, "REPLACED paragraph.")
+    before, after = content.split("\n\n"), edited.split("\n\n")
+    changed = [(a, b) for a, b in zip(before, after, strict=True) if a != b]
+    assert len(changed) == 1 and changed[0][1] == "REPLACED paragraph."
+    assert changed[0][0][:1].isalpha() and "```" not in changed[0][0]
+
+
+# -- the scripts, tiny, against the real app and the embedded server ------------------------
+
+
+async def test_edit_mix_stats_equal_the_independent_count(make_settings: Any) -> None:
+    rows = await run_edit_mix(make_settings(autonote_index_workers=0), [0], n_sections=8)
+    assert [r.edit for r in rows] == [name for name, _ in EDIT_MIX]
+    assert all(r.agrees for r in rows), [(r.edit, r.stats, r.expected) for r in rows]
+    by_edit = {r.edit: r for r in rows}
+    assert by_edit["deleted section"].stats["embedded"] == 0
+    assert by_edit["reordered sections"].stats["embedded"] == 0
+    assert 0 < by_edit["paragraph rewrite"].token_fraction < 0.5
+    assert "Average saving over all 6 edits" in indexing_report.report_edits(rows)
+
+
+async def test_edit_latency_and_full_baseline(make_settings: Any) -> None:
+    result = await run_edit_latency(make_settings(), edits=2, fulls=1, lines=60)
+    assert len(result.edit_s) == 2 and len(result.full_s) == 1
+    assert all(n >= 1 for n in result.edit_embedded)
+    assert result.full_embedded[0] == result.chunks > max(result.edit_embedded)
+    assert "P50 ÷ edit P50" in indexing_report.report_latency(result)
+
+
+async def test_throughput_in_process_loops(make_settings: Any, tmp_path: Path) -> None:
+    notes = throughput_notes(3)
+    row = await run_throughput(make_settings(autonote_index_workers=0), "2 loops", notes,
+                               tmp_path)
+    assert row.notes == 3 and row.chunks >= 3 and row.embedded == row.chunks
+    assert row.seconds > 0 and row.tokens > 0
+
+
+async def test_openai_requests_batched_vs_roadmap(make_settings: Any, openai_stub: Any) -> None:
+    settings = make_settings(embedding_provider="openai", openai_api_key="sk-test",
+                             openai_base_url=openai_stub.base_url, autonote_index_workers=0)
+    rows = await run_requests(settings, openai_stub, total_sections=20)
+    got = {(r.scenario, r.path.split(":")[0].split(" ")[0]): r.requests for r in rows}
+    assert got[("1 note × 20 sections", "reconciler")] == 1
+    assert got[("2 notes × 10 sections", "reconciler")] == 2
+    assert got[("1 note × 20 sections", "roadmap")] == 20
+    assert all(r.chunks == 20 for r in rows)
+    assert "requests / 1 000 chunks" in indexing_report.report_requests(rows)
+
+
+def test_binary_vectors_are_smaller_than_doubles(mongo_url: str, db_name: str) -> None:
+    from api.config import load_settings
+    from api.providers import build_chunker, build_embedder
+
+    local = load_settings(embedding_provider="local", openai_api_key=None)
+    chunks = build_chunker(local, build_embedder(local, None)).chunk_note(
+        realistic_note(40), "T")
+    rows = run_bytes(mongo_url, db_name, chunks, dims_list=(8, 384))
+    by = {(r.dims, r.encoding.split(" ")[0]): r for r in rows}
+    assert by[(384, "binary")].vector_bytes == len("embedding") + 2 + 4 + 1 + 2 + 4 * 384
+    assert by[(384, "array")].avg_obj_size > 2 * by[(384, "binary")].avg_obj_size
+    for r in rows:
+        assert r.count == len(chunks)
+        assert r.avg_obj_size == pytest.approx(r.bson_len, abs=1)
+    assert isinstance(chunk_docs(chunks[:1], 4, True)[0]["embedding"], bytes)
+    from pymongo import MongoClient
+
+    MongoClient(mongo_url).drop_database(db_name)
+
+
+async def test_notes_api_mode_served_over_http(mongo_url: str, tmp_path: Path) -> None:
+    sizes = Sizes(notes=6, baseline=4, gets=4, list_requests=2, concurrency=2)
+    result = await run_mode("chunking_disabled", mongo_url, make_corpus(6), sizes, tmp_path)
+    assert result.notes_total == 6 and result.chunks == 0
+    routes = {route for route, _ in result.phases}
+    assert {"POST /v1/notes", "GET /v1/notes/{id}", "PATCH content (version +1)",
+            "PATCH tags only", "GET /healthz", "PyMongo find_one"} <= routes
+    assert {conc for _, conc in result.phases} == {1, 2}
+    assert all(p.samples and min(p.samples) > 0 for p in result.phases.values())
+    assert len(result.phases[("POST /v1/notes", 1)].samples) == 3
+    assert "P50 ÷ find_one" in mode_table(result)
