@@ -32,6 +32,7 @@ import dataclasses
 import sys
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,6 +53,8 @@ from api.retrieval.models import ChunkData, ChunkRecord, NoteMeta, SearchFilters
 log = structlog.get_logger(__name__)
 
 ScoredChunks = list[tuple[ChunkData, float]]
+# Below this many chunks a helper thread costs more than the overlap it buys.
+PARALLEL_MIN_ROWS = 20_000
 
 
 @dataclass(slots=True, frozen=True)
@@ -81,6 +84,8 @@ class LocalIndex:
         self._write_lock = threading.Lock()
         self._authors: dict[str, Partition] = {}
         self._note_author: dict[str, str] = {}
+        self._executor: ThreadPoolExecutor | None = None
+        self._executor_lock = threading.Lock()
 
     # ------------------------------------------------------------------ writes
 
@@ -170,6 +175,10 @@ class LocalIndex:
                     part.fulltext.close()
             self._authors.clear()
             self._note_author.clear()
+        with self._executor_lock:
+            if self._executor is not None:
+                self._executor.shutdown(wait=True)
+                self._executor = None
 
     # ------------------------------------------------------------------ reads
 
@@ -226,20 +235,31 @@ class LocalIndex:
         filters: SearchFilters | None = None,
     ) -> tuple[ScoredChunks, ScoredChunks]:
         """Vector and keyword results evaluated against ONE state of the index (the same
-        version of every note in both lists). Pass None to skip a retriever."""
+        version of every note in both lists). Pass None to skip a retriever. For large
+        partitions the vector product runs in a helper thread while SQLite ranks (both
+        release the GIL), so the call costs about the slower of the two, not their sum."""
         part = self._authors.get(author_id)
         if part is None:
             return [], []
+        want_vector = query_vector is not None and k_vector > 0
+        want_keyword = query is not None and k_keyword > 0
+        pending: Future[ScoredChunks] | None = None
+        vector: ScoredChunks = []
+        keyword: ScoredChunks = []
         with part.lock:
             mask = part.note_mask(filters)
             snapshot = part.vectors.snapshot
-            keyword: ScoredChunks = []
-            if query is not None and k_keyword > 0:
+            if want_vector and want_keyword and snapshot.live >= PARALLEL_MIN_ROWS:
+                pending = self._pool().submit(
+                    _vector_search, snapshot, query_vector, k_vector, mask
+                )
+            if want_keyword:
                 allowed = part.allowed_list(mask)
                 if allowed is None or allowed:
                     keyword = part.fulltext.search(query, k_keyword, allowed)
-        vector: ScoredChunks = []
-        if query_vector is not None and k_vector > 0:
+        if pending is not None:
+            vector = pending.result()
+        elif want_vector:
             vector = _vector_search(snapshot, query_vector, k_vector, mask)
         return vector, keyword
 
@@ -266,6 +286,14 @@ class LocalIndex:
         return total
 
     # ------------------------------------------------------------------ internals
+
+    def _pool(self) -> ThreadPoolExecutor:
+        with self._executor_lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    max_workers=2, thread_name_prefix="local-index-vector"
+                )
+            return self._executor
 
     def _entry(self, note_id: str) -> NoteEntry | None:
         author = self._note_author.get(note_id)

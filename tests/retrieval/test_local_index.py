@@ -272,3 +272,28 @@ def test_removed_then_readded_note_is_filtered_by_its_new_metadata(
     assert index.search_keyword("alice", "sky", 5, SearchFilters(tags=["red"])) == []
     assert len(index.search_keyword("alice", "sky", 5, SearchFilters(tags=["blue"]))) == 1
     assert len(index.search_vector("alice", random_unit(rng), 5, SearchFilters(tags=["blue"]))) == 1
+
+
+def test_parallel_hybrid_matches_sequential(
+    rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import api.retrieval.local_index as local_index
+
+    index = LocalIndex(DIM)
+    for n in range(30):
+        meta = note(f"n{n}", tags=["t"] if n % 3 == 0 else [])
+        words = "river stone" if n % 2 else "mountain lake"
+        index.replace_note(
+            meta, 1, [chunk(meta, i, random_unit(rng), text=words) for i in range(4)]
+        )
+    q = random_unit(rng)
+    args = ("alice", q, "river lake")
+    for filters in [None, SearchFilters(tags=["t"])]:
+        monkeypatch.setattr(local_index, "PARALLEL_MIN_ROWS", 10**9)
+        sequential = index.search_hybrid(*args, k_vector=10, k_keyword=10, filters=filters)
+        monkeypatch.setattr(local_index, "PARALLEL_MIN_ROWS", 0)
+        parallel = index.search_hybrid(*args, k_vector=10, k_keyword=10, filters=filters)
+        assert sequential == parallel
+        vector, keyword = parallel
+        assert len(vector) == 10 and len(keyword) == 10
+    index.close()
