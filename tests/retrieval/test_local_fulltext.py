@@ -152,3 +152,16 @@ def test_arbitrary_queries_never_raise(query: str) -> None:
 
 _FUZZ_INDEX = FullTextIndex()
 _FUZZ_INDEX.replace_note(0, [data("f", 0, "A small text about near and far things, * and ^")])
+
+
+def test_column_weights_change_ranking() -> None:
+    chunks = [
+        data("h", 0, "nothing relevant in this body text at all", "Guide > Backups"),
+        data("c", 0, "backups backups are configured nightly here", "Guide > Misc"),
+    ]
+    heading_first = FullTextIndex(heading_weight=20.0, content_weight=1.0)
+    content_first = FullTextIndex(heading_weight=0.1, content_weight=1.0)
+    for index in (heading_first, content_first):
+        index.replace_notes([(0, chunks[:1]), (1, chunks[1:])])
+    assert ids(heading_first.search("backups", 2))[0] == "h:0"
+    assert ids(content_first.search("backups", 2))[0] == "c:0"

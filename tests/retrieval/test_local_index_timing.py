@@ -32,6 +32,11 @@ def _vocabulary(rng: np.random.Generator, size: int = 6000) -> list[str]:
     return sorted(words)
 
 
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
 def _percentiles(samples: list[float]) -> str:
     ms = np.array(samples) * 1e3
     return f"P50 {np.percentile(ms, 50):6.2f} ms  P95 {np.percentile(ms, 95):6.2f} ms"
@@ -58,6 +63,7 @@ def test_timing_100k_chunks_one_author(capsys: pytest.CaptureFixture[str]) -> No
 
     index = LocalIndex(DIM)
     updated = datetime(2024, 1, 1, tzinfo=UTC)
+    rss_before = _rss_bytes()
     start = time.perf_counter()
     batch: list[tuple[NoteMeta, int, list[ChunkRecord]]] = []
     for n in range(N_CHUNKS // CHUNKS_PER_NOTE):
@@ -95,6 +101,7 @@ def test_timing_100k_chunks_one_author(capsys: pytest.CaptureFixture[str]) -> No
             batch = []
     index.replace_notes(batch)
     build_s = time.perf_counter() - start
+    rss_growth_mb = (_rss_bytes() - rss_before) / 2**20
 
     queries = [rng.standard_normal(DIM).astype(np.float32) for _ in range(QUERIES)]
     texts = [" ".join(rng.choice(vocab[50:3000], size=3)) for _ in range(QUERIES)]
@@ -153,5 +160,6 @@ def test_timing_100k_chunks_one_author(capsys: pytest.CaptureFixture[str]) -> No
             f"  hybrid (both, one state):      {_percentiles(hybrid)}\n"
             f"  replace_note (10 → 1 chunks):  {_percentiles(update)}\n"
             f"  memory_bytes(): {memory_mb:.0f} MiB "
-            f"(vectors alone {N_CHUNKS * DIM * 4 / 2**20:.0f} MiB)"
+            f"(vectors alone {N_CHUNKS * DIM * 4 / 2**20:.0f} MiB; "
+            f"process RSS grew {rss_growth_mb:.0f} MiB while loading)"
         )
