@@ -2,14 +2,18 @@
 
 Why FTS5. Three engines were measured on the same synthetic corpus (100 000 chunks of ~115
 words drawn Zipf-like from a 20 000-word English vocabulary, 200 OR-queries of 2–6 terms,
-top 50; 2 shared cores, loaded machine, so ratios matter more than absolute numbers; script:
-`tests/retrieval/fts_engine_comparison.py`):
+top 50; script: `tests/retrieval/fts_engine_comparison.py`). The machine has 2 cores shared
+with other jobs: two runs, at load average ~6 and ~14, so ratios matter more than absolute
+numbers:
 
-| engine                 | build 100k | query P50 / P95  | replace a note (10 chunks) | RSS     |
-|------------------------|-----------:|-----------------:|---------------------------:|--------:|
-| SQLite FTS5 (stdlib)   |     5–7 s  |  6–13 / 25–40 ms | 1–2 ms, in a transaction   |  ~54 MB |
-| tantivy 0.27 (PyPI)    |    10–38 s | 0.2 / 0.4–8 ms   | 10–19 ms (commit + reload) | ~100 MB |
-| bm25s 0.3 (PyPI)       |      52 s  | 17 / 32 ms       | full rebuild: ~39 s        | ~665 MB |
+| engine (run at load ~6 ; ~14) | build 100k | query P50 / P95          | replace a note  | RSS    |
+|-------------------------------|-----------:|-------------------------:|----------------:|-------:|
+| SQLite FTS5 (stdlib)          |  5 ; 19 s  | 6.3/25 ms ; 27/132 ms    | 1.0 ; 1.5 ms    |  53 MB |
+| tantivy 0.27 (PyPI)           | 10 ; 41 s  | 0.2/0.4 ms ; 0.3/8.5 ms  | 10 ; 51 ms      | 100 MB |
+| bm25s 0.3 (PyPI)              | 52 ; 74 s  | 17/32 ms ; 26/47 ms      | 39 ; 138 s      | 600 MB |
+
+("replace a note": delete + insert 10 chunks and make them searchable — an FTS5
+transaction, a tantivy commit + searcher reload, a full bm25s rebuild.)
 
 bm25s has no incremental update (every change is a rebuild): out. tantivy is the fastest at
 query time (block-max WAND) but needs a commit + searcher reload per change, background
