@@ -50,22 +50,20 @@ class Splitter(TextSplitter):
         s, e = self.src.trim(a, b)
         if s >= e:
             return []
-        points, owners = self.units(a, b, block_ids)
         est = self.index.estimate(s, e)
-        single = owners[0] if len(owners) == 1 else None
-        if single is not None and single.kind in _ATOMIC:
-            return self.refine(a, b, single, limits, 1, limits.normal)
+        if len(block_ids) == 1 and self.doc.blocks[block_ids[0]].kind in _ATOMIC:
+            points, owners = self.units(a, b, block_ids)
+            if len(owners) == 1 and owners[0] is not None:
+                return self.refine(a, b, owners[0], limits, 1, limits.normal)
         if est <= limits.normal:
-            return [
-                Piece(
-                    s,
-                    e,
-                    whole_kind,
-                    limits.normal,
-                    est,
-                    redo=lambda n: self.pack_units(points, owners, b, limits, n, 0, None),
-                )
-            ]
+            # The common case: the whole section is one chunk. Units are only needed again
+            # if the exact count disagrees with the estimate (`redo`).
+            def redo(n: int) -> list[Piece]:
+                points, owners = self.units(a, b, block_ids)
+                return self.pack_units(points, owners, b, limits, n, 0, None)
+
+            return [Piece(s, e, whole_kind, limits.normal, est, redo=redo)]
+        points, owners = self.units(a, b, block_ids)
         pieces = self.pack_units(points, owners, b, limits, limits.normal, 0, None)
         return self.merge_small(pieces, limits.normal)
 

@@ -11,6 +11,7 @@ import hashlib
 import itertools
 import json
 import re
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -167,13 +168,14 @@ def check_chunks(
     covered = np.zeros(len(text), dtype=bool)
     for c in chunks:
         covered[c.start_offset : c.end_offset] = True
-    covered[: info.body_start] = True
     if strategy == "hierarchical_markdown":
+        headings = np.zeros(len(text), dtype=bool)
         for s, e, _, _ in info.headings:
-            covered[s:e] = True
-            for c in chunks:  # no chunk holds a heading's text
-                lo, hi = max(s, c.start_offset), min(e, c.end_offset)
-                assert lo >= hi or not mask[lo:hi].any(), (text[s:e], c.content_md[:60])
+            headings[s:e] = True
+        clash = np.flatnonzero(headings & covered & mask)  # a chunk holding heading text
+        assert len(clash) == 0, text[clash[0] :][:40]
+        covered |= headings
+    covered[: info.body_start] = True
     missing = np.flatnonzero(mask & ~covered)
     assert len(missing) == 0, f"dropped {len(missing)} chars, e.g. {text[missing[0] :][:40]!r}"
     if strategy == "hierarchical_markdown" and expect_structure:
@@ -185,24 +187,28 @@ def _check_structure(
 ) -> None:
     """Heading paths follow the heading tree; fences are whole or re-fenced fragments."""
     starts = [h[0] for h in info.headings]
-    for c in chunks:
-        k = int(np.searchsorted(starts, c.start_offset, side="right"))
-        stack: list[tuple[int, str]] = []
-        for _, _, level, text in info.headings[:k]:
-            while stack and stack[-1][0] >= level:
-                stack.pop()
-            stack.append((level, text))
+    # The expected breadcrumb after each heading, built once (stack of open headings).
+    expected_after: list[list[str]] = [[title] if title else []]
+    stack: list[tuple[int, str]] = []
+    for _, _, level, text in info.headings:
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, text))
         texts = [t for _, t in stack if t]
         if title and texts and texts[0].casefold() == title.casefold():
             texts = texts[1:]
-        expected = [title, *texts] if title else texts
-        assert [h[:255] for h in c.heading_path] == [h[:255] for h in expected]
+        expected_after.append([title, *texts] if title else texts)
+    for c in chunks:
+        k = bisect_right(starts, c.start_offset)
+        assert [h[:255] for h in c.heading_path] == [h[:255] for h in expected_after[k]]
         if k < len(info.headings):  # never crosses the next heading
             assert c.end_offset <= info.headings[k][0]
+    chunk_starts = [c.start_offset for c in chunks]
+    chunk_ends = [c.end_offset for c in chunks]
     for open_start, end, opening in info.fences:
         first = open_start + len(opening) - len(opening.lstrip())
         last = first + len(info_text(info, first, end).rstrip())
-        inside = [c for c in chunks if c.start_offset < end and c.end_offset > open_start]
+        inside = chunks[bisect_right(chunk_ends, open_start) : bisect_left(chunk_starts, end)]
         holder = [c for c in inside if c.start_offset <= first and c.end_offset >= last]
         if holder:
             continue  # the whole block sits in one chunk

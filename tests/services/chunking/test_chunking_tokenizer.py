@@ -1,0 +1,134 @@
+"""Exact token arithmetic: split_at_tokens, the one-pass token index, boundary property."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from api.services.chunking import HuggingFaceTokenizer, Tokenizer, tiktoken_tokenizer
+from api.services.chunking.text import SourceText
+from api.services.chunking.token_index import TokenIndex, universal_boundaries
+from tests.services.chunking.chunk_invariants import minilm_tokenizer
+
+# Fragments chosen to hit every branch of the pre-tokeniser regexes: contractions,
+# case changes, digit runs, punctuation + newlines, slashes, Unicode letters/marks/spaces.
+PARTS = st.sampled_from([
+    "a", "Zed", " ", "  ", "\n", "\n\n", "\r\n", "\t", ".", "...", "/", "//", "#", "-", "*",
+    "'", "'s", "don't", "I'LL", "camelCase", "ABCdef", "1", "23", "4567", "3.14", "é", "e\u0301",
+    "你好", "😀", "👩\u200d💻", "\u3000", "\u00a0", "\x00", "$", "<br>", "x\n y", "\n/", "ab12cd",
+])  # fmt: skip
+TEXTS = st.lists(PARTS, min_size=0, max_size=60).map("".join)
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+class ProxyTokenizer:
+    """Forwards to tiktoken but is not a TiktokenTokenizer: exercises the generic path."""
+
+    def __init__(self) -> None:
+        self._inner = tiktoken_tokenizer("cl100k_base")
+        self.name = "proxy:cl100k_base"
+
+    def count(self, text: str) -> int:
+        return self._inner.count(text)
+
+    def count_batch(self, texts: list[str]) -> list[int]:
+        return self._inner.count_batch(texts)
+
+    def encode(self, text: str) -> list[int]:
+        return self._inner.encode(text)
+
+    def split_at_tokens(self, text: str, max_tokens: int) -> list[str]:
+        return self._inner.split_at_tokens(text, max_tokens)
+
+
+def tokenizers() -> list[Tokenizer]:
+    return [
+        tiktoken_tokenizer("cl100k_base"),
+        tiktoken_tokenizer("o200k_base"),
+        minilm_tokenizer(),
+        ProxyTokenizer(),
+    ]
+
+
+def test_tokenizers_satisfy_the_protocol() -> None:
+    for tok in tokenizers():
+        assert isinstance(tok, Tokenizer)
+    assert isinstance(minilm_tokenizer(), HuggingFaceTokenizer)
+
+
+@SETTINGS
+@given(text=TEXTS, max_tokens=st.integers(1, 12), which=st.integers(0, 2))
+def test_split_at_tokens_pieces_fit_on_their_own(text: str, max_tokens: int, which: int) -> None:
+    tok = tokenizers()[which]
+    pieces = tok.split_at_tokens(text, max_tokens)
+    assert "".join(pieces) == text
+    assert all(pieces)
+    for piece, n in zip(pieces, tok.count_batch(pieces), strict=True):
+        assert n <= max_tokens or len(piece) == 1  # one character can cost 2+ tokens
+
+
+def test_split_at_tokens_regression_reencoded_windows() -> None:
+    # Token windows cut inside words re-tokenise to more tokens than the window had: the
+    # old implementation returned such pieces; every piece must now fit on its own.
+    tok = tiktoken_tokenizer("cl100k_base")
+    text = "internationalization " * 40 + "🙂你好" * 30
+    for limit in (1, 2, 3, 5, 8):
+        pieces = tok.split_at_tokens(text, limit)
+        assert "".join(pieces) == text
+        assert max(tok.count_batch(pieces)) <= max(limit, 2)
+
+
+@SETTINGS
+@given(text=TEXTS, data=st.data())
+def test_index_exact_counts_match_direct_counts(text: str, data: st.DataObject) -> None:
+    src = SourceText(text)
+    starts = [i for i in range(len(src.data) + 1) if i == len(src.data) or
+              (src.data[i] & 0xC0) != 0x80]  # fmt: skip
+    spans = []
+    for _ in range(8):
+        a, b = sorted(data.draw(st.sampled_from(starts)) for _ in range(2))
+        spans.append((a, b))
+    for tok in tokenizers():
+        index = TokenIndex(tok, src)
+        assert index.exact(spans) == [tok.count(src.decode(a, b)) for a, b in spans], tok.name
+
+
+@SETTINGS
+@given(text=TEXTS)
+def test_universal_boundaries_split_counts_additively(text: str) -> None:
+    src = SourceText(text)
+    if len(src.data) < 2:
+        return
+    for name in ("cl100k_base", "o200k_base"):
+        tok = tiktoken_tokenizer(name)
+        total = tok.count(text)
+        for p in universal_boundaries(src.arr).tolist():
+            assert tok.count(src.decode(0, p)) + tok.count(src.decode(p, len(src))) == total
+
+
+def test_index_estimates_are_monotonic_and_total() -> None:
+    text = "# Title\n\nSome text, with 12345 numbers and émojis 😀.\n" * 50
+    src = SourceText(text)
+    for tok in tokenizers():
+        index = TokenIndex(tok, src)
+        at = index.at(np.arange(len(src) + 1))
+        assert (np.diff(at) >= 0).all()
+        assert at[-1] == index.total
+        assert abs(index.total - tok.count(text)) <= 2
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_byte_lengths_table_matches_vocabulary(name: str) -> None:
+    tok = tiktoken_tokenizer(name)
+    ids = tok.encode("Hello wörld 😀 你好 \x00 ...")
+    assert [int(tok.byte_lengths[i]) for i in ids] == [
+        len(tok.encoding.decode_single_token_bytes(i)) for i in ids
+    ]
+
+
+def test_count_batch_agrees_with_count_for_large_batches() -> None:
+    tok = tiktoken_tokenizer("cl100k_base")
+    texts = [f"text number {i} " * (i % 7 + 1) for i in range(200)] + ["x" * 1_200_000]
+    assert tok.count_batch(texts) == [tok.count(t) for t in texts]
