@@ -58,15 +58,12 @@ class MigrateOptions:
 @asynccontextmanager
 async def connect(settings: Settings, *, read_only: bool) -> AsyncIterator[AsyncDatabase]:
     """The configured database (the embedded one when MONGODB_URL is unset: attached if a
-    `make run` server is up, else started). `read_only` skips creating indexes: a dry run
-    must not change the database, not even by creating collections."""
-    if not read_only:
-        from api.cli import database
+    `make run` server is up, else started). A wrong URL or credentials fail within
+    MONGODB_TIMEOUT_MS (not the client's 15 s operation timeout). `read_only` skips creating
+    indexes: a dry run must not change the database, not even by creating collections."""
+    import pymongo
 
-        async with database(settings) as db:
-            yield db
-        return
-    from api.db.client import create_client
+    from api.db.client import create_client, ensure_indexes
     from api.db.embedded import EmbeddedMongo
 
     embedded = None
@@ -77,7 +74,10 @@ async def connect(settings: Settings, *, read_only: bool) -> AsyncIterator[Async
     client = create_client(url, timeout_ms=settings.mongodb_timeout_ms)
     try:
         db = client[settings.mongodb_db]
-        await db.command("ping")
+        with pymongo.timeout(max(settings.mongodb_timeout_ms / 1000, 1.0)):
+            await db.command("ping")
+        if not read_only:
+            await ensure_indexes(db, cache_ttl_days=settings.autonote_embedding_cache_days)
         yield db
     finally:
         await client.close()

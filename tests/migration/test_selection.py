@@ -1,0 +1,301 @@
+"""What the migration selects and how it enqueues: the pure verdicts, then the queries on
+the real embedded server (every note state the migration can meet)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from bson import ObjectId
+from pymongo.asynchronous.database import AsyncDatabase
+
+from api.migration.queries import MigrationNotes
+from api.migration.selection import Selection, reason, settle
+
+CV, MODEL = "chunker:v2", "model@384"
+NOW = datetime(2025, 6, 1, tzinfo=UTC)
+
+
+def indexed(**over: Any) -> dict[str, Any]:
+    """A note indexed at its current version by CV/MODEL, with overrides."""
+    doc = {
+        "title": "t",
+        "content_md": "## A\n\nx",
+        "author_id": ObjectId(),
+        "tags": [],
+        "status": "active",
+        "version": 2,
+        "created_at": NOW,
+        "updated_at": NOW,
+        "index_status": "indexed",
+        "indexed_version": 2,
+        "chunk_count": 1,
+        "chunking_version": CV,
+        "embedding_model": MODEL,
+        "index_attempts": 0,
+        "next_attempt_at": NOW,
+    }
+    doc.update(over)
+    return doc
+
+
+STATES: dict[str, tuple[dict[str, Any], str | None]] = {
+    # name: (document, reason when selected / None when not selected)
+    "legacy": (
+        {
+            "title": "t",
+            "content_md": "x",
+            "author_id": ObjectId(),
+            "tags": [],
+            "status": "active",
+            "created_at": NOW,
+        },
+        "legacy",
+    ),
+    "legacy_versioned": (
+        {
+            "title": "t",
+            "content_md": "x",
+            "author_id": ObjectId(),
+            "tags": [],
+            "status": "active",
+            "created_at": NOW,
+            "version": 4,
+        },
+        "legacy",
+    ),
+    "up_to_date": (indexed(), None),
+    "empty_note_up_to_date": (indexed(content_md="", chunk_count=0), None),
+    "trashed_legacy": (
+        {
+            "title": "t",
+            "content_md": "x",
+            "author_id": ObjectId(),
+            "status": "trashed",
+            "created_at": NOW,
+        },
+        None,
+    ),
+    "never_indexed": (
+        indexed(index_status="pending", indexed_version=None, chunk_count=0, embedding_model=None),
+        "never_indexed",
+    ),
+    "stale_chunker": (indexed(chunking_version="chunker:v1"), "stale_chunker"),
+    "stale_model": (indexed(embedding_model="text-embedding-3-small@1536"), "stale_model"),
+    "failed": (indexed(index_status="failed", index_error="boom"), "failed"),
+    "behind": (indexed(version=3, index_status="pending"), "behind"),
+    "indexed_legacy_version": (indexed(version=None, indexed_version=1), None),
+}
+
+
+def test_reason_explains_each_selected_state() -> None:
+    for name, (doc, why) in STATES.items():
+        if why is not None:
+            assert reason(doc, CV, MODEL) == why, name
+
+
+async def test_selection_query_on_the_server(db: AsyncDatabase) -> None:
+    ids = {}
+    for name, (doc, _) in STATES.items():
+        ids[name] = (await db.notes.insert_one(dict(doc))).inserted_id
+    notes = MigrationNotes(db)
+    sel = Selection(CV, MODEL)
+    want = {ids[n] for n, (_, why) in STATES.items() if why is not None}
+    bounds = await notes.id_range(sel)
+    assert bounds is not None
+    page = await notes.page(sel, after=None, upto=bounds[1], limit=100)
+    assert {d["_id"] for d in page} == want
+    assert await notes.count(sel) == len(want)
+
+    no_failed = Selection(CV, MODEL, include_failed=False)
+    assert await notes.count(no_failed) == len(want) - 1
+    # Keyset pages: disjoint, in _id order, together the whole selection.
+    first = await notes.page(sel, after=None, upto=bounds[1], limit=3)
+    rest = await notes.page(sel, after=first[-1]["_id"], upto=bounds[1], limit=100)
+    assert [d["_id"] for d in first + rest] == sorted(want)
+
+
+async def test_filters_by_author_and_created_at(db: AsyncDatabase) -> None:
+    a, b = ObjectId(), ObjectId()
+    for i in range(6):
+        await db.notes.insert_one(
+            {
+                "title": f"n{i}",
+                "content_md": "x",
+                "status": "active",
+                "author_id": a if i % 2 else b,
+                "created_at": NOW + timedelta(days=i),
+            }
+        )
+    notes = MigrationNotes(db)
+    assert await notes.count(Selection(CV, MODEL, authors=(a,))) == 3
+    assert await notes.count(Selection(CV, MODEL, since=NOW + timedelta(days=4))) == 2
+    assert await notes.count(Selection(CV, MODEL, authors=(a,), since=NOW + timedelta(days=4))) == 1
+
+
+async def test_enqueue_fills_only_missing_fields(db: AsyncDatabase) -> None:
+    legacy = {
+        "title": "t",
+        "content_md": "body",
+        "author_id": ObjectId(),
+        "tags": ["x"],
+        "status": "active",
+        "created_at": NOW,
+    }
+    versioned = {**legacy, "version": 7}
+    a = (await db.notes.insert_one(dict(legacy))).inserted_id
+    b = (await db.notes.insert_one(dict(versioned))).inserted_id
+    c = (
+        await db.notes.insert_one(
+            indexed(index_status="failed", index_attempts=5, index_error="boom", chunk_count=3)
+        )
+    ).inserted_id
+    sel = Selection(CV, MODEL)
+    when = NOW + timedelta(days=1)
+    assert await MigrationNotes(db).enqueue([a, b, c], sel, when) == 3
+    doc_a = await db.notes.find_one({"_id": a})
+    assert doc_a["version"] == 1 and doc_a["updated_at"] == NOW
+    assert doc_a["index_status"] == "pending" and doc_a["index_attempts"] == 0
+    assert doc_a["next_attempt_at"] == when and doc_a["indexed_version"] is None
+    assert doc_a["chunk_count"] == 0 and doc_a["content_md"] == "body"
+    assert (await db.notes.find_one({"_id": b}))["version"] == 7, "never overwritten"
+    doc_c = await db.notes.find_one({"_id": c})
+    assert (doc_c["version"], doc_c["chunk_count"], doc_c["chunking_version"]) == (2, 3, CV)
+    assert doc_c["index_status"] == "pending" and doc_c["index_attempts"] == 0
+    assert doc_c["index_error"] is None, "a failed note gets a fresh attempt budget"
+
+
+async def test_enqueue_keeps_a_concurrent_edit_and_a_live_lease(db: AsyncDatabase) -> None:
+    sel = Selection(CV, MODEL)
+    base = {
+        "title": "t",
+        "content_md": "old",
+        "author_id": ObjectId(),
+        "tags": [],
+        "status": "active",
+        "created_at": NOW,
+        "version": 1,
+    }
+    edited = (await db.notes.insert_one(dict(base))).inserted_id
+    up_to_date = (await db.notes.insert_one(indexed())).inserted_id
+    leased = (
+        await db.notes.insert_one(
+            indexed(
+                index_status="indexing",
+                chunking_version="old",
+                lease_token="w:1",
+                lease_expires_at=NOW + timedelta(minutes=5),
+            )
+        )
+    ).inserted_id
+    # The API edits the note after the migration selected it, before it enqueues it.
+    await db.notes.update_one(
+        {"_id": edited},
+        {
+            "$set": {
+                "content_md": "new",
+                "version": 2,
+                "index_status": "pending",
+                "index_attempts": 0,
+                "next_attempt_at": NOW,
+                "changed_at": NOW,
+            }
+        },
+    )
+    n = await MigrationNotes(db).enqueue([edited, up_to_date, leased], sel, NOW)
+    assert n == 1
+    doc = await db.notes.find_one({"_id": edited})
+    assert (doc["content_md"], doc["version"], doc["index_status"]) == ("new", 2, "pending")
+    assert (await db.notes.find_one({"_id": up_to_date}))["index_status"] == "indexed"
+    still = await db.notes.find_one({"_id": leased})
+    assert (still["index_status"], still["lease_token"]) == ("indexing", "w:1")
+
+
+@pytest.mark.parametrize(
+    ("state", "kind"),
+    [
+        (None, "skipped"),
+        ({"status": "trashed", "index_status": "pending"}, "skipped"),
+        ({"status": "active", "index_status": "indexed"}, "indexed"),
+        ({"status": "active", "index_status": "failed", "index_error": "x"}, "failed"),
+        ({"status": "active", "index_status": "disabled"}, "skipped"),
+        (
+            {
+                "status": "active",
+                "index_status": "indexing",
+                "index_attempts": 1,
+                "lease_expires_at": NOW + timedelta(seconds=7),
+            },
+            "wait",
+        ),
+        (
+            {
+                "status": "active",
+                "index_status": "indexing",
+                "index_attempts": 1,
+                "lease_expires_at": NOW - timedelta(seconds=1),
+            },
+            "retry",
+        ),
+        (
+            {
+                "status": "active",
+                "index_status": "indexing",
+                "index_attempts": 5,
+                "lease_expires_at": NOW - timedelta(seconds=1),
+            },
+            "failed",
+        ),
+        (
+            {
+                "status": "active",
+                "index_status": "pending",
+                "index_attempts": 2,
+                "next_attempt_at": NOW + timedelta(seconds=3),
+            },
+            "wait",
+        ),
+        (
+            {
+                "status": "active",
+                "index_status": "pending",
+                "index_attempts": 0,
+                "next_attempt_at": NOW,
+            },
+            "retry",
+        ),
+        (
+            {
+                "status": "active",
+                "index_status": "pending",
+                "index_attempts": 5,
+                "next_attempt_at": NOW,
+            },
+            "requeue",
+        ),
+        ({"status": "active", "index_status": "pending"}, "requeue"),  # no queue fields
+        ({"status": "active"}, "requeue"),  # legacy, not enqueued yet
+    ],
+)
+def test_settle(state: dict[str, Any] | None, kind: str) -> None:
+    verdict = settle(state, NOW, max_attempts=5)
+    assert verdict.kind == kind
+    assert verdict.final == (kind in ("indexed", "failed", "skipped"))
+
+
+def test_settle_waits_for_the_later_of_lease_and_retry() -> None:
+    lease = {
+        "status": "active",
+        "index_status": "indexing",
+        "index_attempts": 1,
+        "lease_expires_at": NOW + timedelta(seconds=7),
+    }
+    assert settle(lease, NOW, 5).wait_s == pytest.approx(7)
+    retry = {
+        "status": "active",
+        "index_status": "pending",
+        "index_attempts": 1,
+        "next_attempt_at": NOW + timedelta(seconds=3),
+    }
+    assert settle(retry, NOW, 5).wait_s == pytest.approx(3)
