@@ -220,6 +220,10 @@ def default_specs(embedder: Any) -> list[ChunkerSpec]:
         ChunkerSpec("ours 200 (cl100k)", lambda: ours_spans(200, cl100k, limit), True),
         ChunkerSpec("ours 250 (MiniLM word pieces)", lambda: ours_spans(250, local, limit), False),
         ChunkerSpec("ours 300 (MiniLM word pieces)", lambda: ours_spans(300, local, limit), False),
+        # Diagnostic: 180 word pieces gives the same chunk count/mean size as the baseline
+        # (≈ 2 380 chunks, ≈ 138 cl100k tokens), isolating boundary quality from chunk size.
+        ChunkerSpec("ours 180 (MiniLM, size-matched to baseline)",
+                    lambda: ours_spans(180, local, limit), False),
         ChunkerSpec("RecursiveCharacterTextSplitter 200/0 (in-run)", recursive_token_spans, True),
         ChunkerSpec("fixed 200-token cl100k windows (in-run)", fixed_token_spans, True),
     ]
@@ -302,6 +306,25 @@ def acceptance_lines(results: list[Result]) -> list[str]:
             f"- Breadcrumb effect (embedding_text vs content only, own-corpus): recall "
             f"{_pct(ours.corpus.recall)} vs {_pct(content.corpus.recall)}, IoU "
             f"{_pct(ours.corpus.iou)} vs {_pct(content.corpus.iou)}."
+        )
+    base = by.get("RecursiveCharacterTextSplitter 200/0 (in-run)")
+    matched = by.get("ours 180 (MiniLM, size-matched to baseline)")
+    if base is not None:
+        out.append(
+            f"- Chunk size: ours 200 has {ours.sizes['chunks']:.0f} chunks of mean "
+            f"{ours.sizes['mean_tokens']:.0f} cl100k tokens ({100 * ours.sizes['small_share']:.0f}%"
+            f" under 50) vs the in-run baseline's {base.sizes['chunks']:.0f} of mean "
+            f"{base.sizes['mean_tokens']:.0f} ({100 * base.sizes['small_share']:.0f}% under 50); "
+            f"in-run baseline recall {_pct(base.corpus.recall)}, IoU {_pct(base.corpus.iou)}."
+        )
+    if base is not None and matched is not None:
+        out.append(
+            f"- At equal chunk size (ours 180 word pieces: {matched.sizes['chunks']:.0f} chunks,"
+            f" mean {matched.sizes['mean_tokens']:.0f}): recall {_pct(matched.corpus.recall)} vs "
+            f"{_pct(base.corpus.recall)}, IoU {_pct(matched.corpus.iou)} vs "
+            f"{_pct(base.corpus.iou)} (own-corpus); all corpora: recall "
+            f"{_pct(matched.global_.recall)} vs {_pct(base.global_.recall)}, IoU "
+            f"{_pct(matched.global_.iou)} vs {_pct(base.global_.iou)}."
         )
     return out
 
