@@ -47,7 +47,12 @@ from api.retrieval.local_partition import (
     meta_bytes,
     unit_rows,
 )
-from api.retrieval.local_vectors import VectorSnapshot, VectorStore, search_snapshot
+from api.retrieval.local_vectors import (
+    VectorSnapshot,
+    VectorStore,
+    limit_blas_threads,
+    search_snapshot,
+)
 from api.retrieval.models import ChunkData, ChunkRecord, NoteMeta, SearchFilters
 
 log = structlog.get_logger(__name__)
@@ -71,14 +76,22 @@ class LocalIndex:
     """Hybrid (vector + BM25) chunk index partitioned by author; see the module docstring.
 
     `dimensions` is the embedding model's; `heading_weight`/`content_weight` weigh the
-    breadcrumb and content columns in BM25.
+    breadcrumb and content columns in BM25; `blas_threads` caps numpy's BLAS threads for
+    the process (see `local_vectors.limit_blas_threads`; None leaves them alone).
     """
 
     def __init__(
-        self, dimensions: int, *, heading_weight: float = 1.0, content_weight: float = 1.0
+        self,
+        dimensions: int,
+        *,
+        heading_weight: float = 1.0,
+        content_weight: float = 1.0,
+        blas_threads: int | None = 1,
     ) -> None:
         if dimensions <= 0:
             raise ValueError("dimensions must be positive")
+        if blas_threads is not None:
+            limit_blas_threads(blas_threads)
         self.dimensions = dimensions
         self._weights = (heading_weight, content_weight)
         self._write_lock = threading.Lock()
