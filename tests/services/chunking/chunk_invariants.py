@@ -61,9 +61,12 @@ def structure(text: str) -> Structure:
     start = front_matter_end(text)
     body = text[start:]
     raw = body.encode("utf-8", "surrogatepass")
+    # Character index of every byte offset (one pass; the parser reports UTF-8 offsets).
+    is_start = (np.frombuffer(raw, dtype=np.uint8) & 0xC0) != 0x80
+    char_at = np.concatenate(([0], np.cumsum(is_start)))
 
     def to_char(byte_pos: int) -> int:
-        return start + len(raw[:byte_pos].decode("utf-8", "surrogatepass"))
+        return start + int(char_at[byte_pos])
 
     headings: list[tuple[int, int, int, str]] = []
     fences: list[tuple[int, int, str]] = []

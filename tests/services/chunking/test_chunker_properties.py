@@ -44,7 +44,7 @@ def test_fixed_tokens_invariants(text: str, title: str, size: int) -> None:
     check_chunks(c.chunk_note(text, title), text, title, c)
 
 
-@SETTINGS
+@settings(SETTINGS, max_examples=80)
 @given(text=markdown_docs(), title=titles, max_input=st.sampled_from([16, 64, 8191]))
 def test_whole_note_invariants(text: str, title: str, max_input: int) -> None:
     c = chunker("whole_note", 300, max_input)
