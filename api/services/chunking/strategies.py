@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Literal, Protocol, get_args, runtime_checkable
 
 from api.services.chunking.finish import settle
-from api.services.chunking.markdown import MarkdownChunker, _Base, clean_title
+from api.services.chunking.markdown import ChunkerBase, MarkdownChunker, clean_title
 from api.services.chunking.models import MarkdownChunk
 from api.services.chunking.pieces import Piece
 from api.services.chunking.split import Splitter
@@ -43,7 +43,7 @@ class Chunker(Protocol):
         ...
 
 
-class FixedTokenChunker(_Base):
+class FixedTokenChunker(ChunkerBase):
     """Legacy sliding windows of `max_chunk_tokens` tokens (see module docstring)."""
 
     strategy = "fixed_tokens"
@@ -66,10 +66,7 @@ class FixedTokenChunker(_Base):
     def version(self) -> str:
         return f"{super().version}:overlap{self.overlap_tokens}"
 
-    def chunk_note(self, note_content: str, note_title: str) -> list[MarkdownChunk]:
-        """Overlapping token windows over the note."""
-        if not note_content or note_content.isspace():
-            return []
+    def _chunk(self, note_content: str, note_title: str) -> list[MarkdownChunk]:
         src, doc, index, finisher = self._prepare(note_content)
         title = clean_title(note_title)
         crumb = finisher.crumb([title] if title else [])
@@ -118,7 +115,7 @@ class FixedTokenChunker(_Base):
         return s, e, 0
 
 
-class WholeNoteChunker(_Base):
+class WholeNoteChunker(ChunkerBase):
     """The whole note as one chunk unless it exceeds the hard limit (module docstring)."""
 
     strategy = "whole_note"
@@ -136,10 +133,7 @@ class WholeNoteChunker(_Base):
             max_chunk_tokens, min_chunk_tokens, True, tokenizer, max_input_tokens, table_max_tokens
         )
 
-    def chunk_note(self, note_content: str, note_title: str) -> list[MarkdownChunk]:
-        """One chunk for the note, or block-aligned parts of it when it is too big."""
-        if not note_content or note_content.isspace():
-            return []
+    def _chunk(self, note_content: str, note_title: str) -> list[MarkdownChunk]:
         src, doc, index, finisher = self._prepare(note_content)
         title = clean_title(note_title)
         crumb = finisher.crumb([title] if title else [])

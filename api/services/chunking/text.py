@@ -179,22 +179,26 @@ class SourceText:
     def sentence_cuts(self, start: int, end: int) -> np.ndarray:
         """Starts of sentences: a word whose preceding word ends with . ! or ? (optionally
         followed by closing quotes/brackets), or text after a CJK full stop."""
-        words = self.word_cuts(start, end)
-        cuts = words[:0]
-        if len(words):
-            arr = self.arr
-            # Last non-blank byte before each word: walk back over the whitespace run.
-            seg = arr[start:end]
-            nonblank = np.flatnonzero(~_IS_WS[seg]) + start
-            k = np.searchsorted(nonblank, words, side="left") - 1
-            valid = k >= 0
-            last = nonblank[np.maximum(k, 0)]
-            c1 = arr[last]
-            c0 = arr[np.maximum(last - 1, 0)]
-            c00 = arr[np.maximum(last - 3, 0)]
-            closed = _IS_CLOSER[c1] & (_IS_TERMINAL[c0] | _IS_TERMINAL[c00])
-            cuts = words[valid & (_IS_TERMINAL[c1] | closed)]
-        if self.arr[start:end].max(initial=0) >= 0x80:
+        seg = self.arr[start:end]
+        cuts = np.zeros(0, dtype=np.int64)
+        if len(seg) >= 2:
+            ws = _IS_WS[seg]
+            # Offsets where whitespace starts or ends; a word start's previous flip is the
+            # start of the blank run before it, so the byte before that flip ends the
+            # previous word.
+            flips = np.flatnonzero(ws[1:] != ws[:-1]) + 1
+            word_flip = np.flatnonzero(~ws[flips])  # indexes (into flips) of word starts
+            word_flip = word_flip[word_flip > 0]
+            if len(word_flip):
+                words = flips[word_flip] + start
+                last = flips[word_flip - 1] + (start - 1)
+                arr = self.arr
+                c1 = arr[last]
+                c0 = arr[np.maximum(last - 1, 0)]
+                c00 = arr[np.maximum(last - 3, 0)]
+                closed = _IS_CLOSER[c1] & (_IS_TERMINAL[c0] | _IS_TERMINAL[c00])
+                cuts = words[_IS_TERMINAL[c1] | closed]
+        if seg.max(initial=0) >= 0x80:
             found = [m.end() for m in _CJK_SENTENCE_END.finditer(self.data, start, end)]
             if found:
                 cuts = np.union1d(cuts, np.asarray(found, dtype=np.int64))
