@@ -5,8 +5,8 @@ the chunker is a byte offset; only the finished chunks are converted to the Pyth
 (character) offsets the API promises. For ASCII text the two are identical and the map costs
 nothing; otherwise the map stores one entry per multi-byte character (not per byte).
 
-Also here: the candidate cut positions of the text-level fallbacks (lines, sentences, words,
-characters), all computed with numpy or a C regex scan rather than a Python loop per byte.
+Also here: the candidate cut positions of the text-level fallbacks (lines, sentences and
+words), all computed with numpy or a C regex scan rather than a Python loop per byte.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ _CJK_SENTENCE_END = re.compile(
     rb"(?:\xe3\x80\x82|\xef\xbc\x81|\xef\xbc\x9f|\xe2\x80\xa6)[ \t\r\n]*"
 )
 _IS_TERMINAL = _table(b".!?")
+_BR = (b"<br>", b"<br/>", b"<br />", b"</br>")
 _IS_CLOSER = _table(b"\"')]*_\x9d\x99")  # incl. the last bytes of ” and ’
 
 
@@ -197,15 +198,18 @@ class SourceText:
                 c0 = arr[np.maximum(last - 1, 0)]
                 c00 = arr[np.maximum(last - 3, 0)]
                 closed = _IS_CLOSER[c1] & (_IS_TERMINAL[c0] | _IS_TERMINAL[c00])
-                cuts = words[_IS_TERMINAL[c1] | closed]
+                ends = np.flatnonzero(_IS_TERMINAL[c1] | closed)
+                if b"br" in self.data[start:end]:
+                    # "Done! <br>" ends the sentence after the line-break tag.
+                    data, n = self.data, len(words)
+                    ends = np.array(
+                        [k + 1 if k + 1 < n and data.startswith(_BR, words[k]) else k
+                         for k in ends.tolist()],
+                        dtype=np.int64,
+                    )  # fmt: skip
+                cuts = np.unique(words[ends])
         if seg.max(initial=0) >= 0x80:
             found = [m.end() for m in _CJK_SENTENCE_END.finditer(self.data, start, end)]
             if found:
                 cuts = np.union1d(cuts, np.asarray(found, dtype=np.int64))
         return cuts[(cuts > start) & (cuts < end)]
-
-    def char_cuts(self, start: int, end: int) -> np.ndarray:
-        """Starts of characters (the finest cut that keeps UTF-8 valid)."""
-        seg = self.arr[start:end]
-        cuts = np.flatnonzero((seg & 0xC0) != 0x80) + start
-        return cuts[cuts > start]
