@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -42,7 +42,7 @@ from api.evaluation.harness import (
     eval_settings,
     open_corpus,
 )
-from api.evaluation.metrics import Metrics
+from api.evaluation.metrics import Metrics, QuestionOutcome
 from api.evaluation.report import pct
 from api.providers import build_chunker
 from api.retrieval.backends import Mode
@@ -59,6 +59,7 @@ class SizeResult:
     chunks: int
     mean_chunk_tokens: float
     metrics: Metrics
+    outcomes: tuple[QuestionOutcome, ...] = field(repr=False, default=())
     same_as: int | None = None
 
 
@@ -114,7 +115,8 @@ async def sweep_chunk_sizes(
                         first.chunks,
                         first.mean_chunk_tokens,
                         first.metrics,
-                        first.same_as or first.size,
+                        first.outcomes,
+                        same_as=first.same_as or first.size,
                     )
                 )
                 continue
@@ -123,7 +125,11 @@ async def sweep_chunk_sizes(
             ) as corpus:
                 run = await corpus.evaluate(search=search, label=f"max_chunk_tokens={size}")
                 result = SizeResult(
-                    size, corpus.report.chunks, corpus.report.mean_chunk_tokens, run.metrics
+                    size,
+                    corpus.report.chunks,
+                    corpus.report.mean_chunk_tokens,
+                    run.metrics,
+                    run.outcomes,
                 )
             seen[key] = result
             results.append(result)
