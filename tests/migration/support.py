@@ -130,11 +130,15 @@ async def check_all_indexed(db: AsyncDatabase, chunker: Any, note_ids: list[Obje
     Returns the number of chunks."""
     notes = await db.notes.find({"_id": {"$in": note_ids}}).to_list()
     assert len(notes) == len(note_ids)
+    by_note: dict[ObjectId, list[dict[str, Any]]] = {}
+    chunk_docs = db.note_chunks.find({"note_id": {"$in": note_ids}}, {"embedding": 0})
+    async for doc in chunk_docs.sort([("note_id", 1), ("chunk_index", 1)]):
+        by_note.setdefault(doc["note_id"], []).append(doc)
     total = 0
     for n in notes:
         assert n["index_status"] == "indexed", (n["_id"], n["index_status"], n.get("index_error"))
         assert n["indexed_version"] == n["version"]
-        docs = await db.note_chunks.find({"note_id": n["_id"]}).sort("chunk_index").to_list()
+        docs = by_note.get(n["_id"], [])
         want = chunker.chunk_note(n["content_md"], n["title"])
         assert [d["content_hash"] for d in docs] == [c.content_hash for c in want]
         assert {d["note_version"] for d in docs} <= {n["version"]}
