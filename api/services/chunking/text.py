@@ -32,12 +32,8 @@ _IS_WS = _table(_WS)
 # and whitespace; CJK full-width terminators end a sentence without any whitespace.
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
-# CJK full-width terminators (。！？) and the ellipsis end a sentence without whitespace.
-_CJK_SENTENCE_END = re.compile(
-    rb"(?:\xe3\x80\x82|\xef\xbc\x81|\xef\xbc\x9f|\xe2\x80\xa6)[ \t\r\n]*"
-)
 _IS_TERMINAL = _table(b".!?")
-_BR = (b"<br>", b"<br/>", b"<br />", b"</br>")
+_BR = (b"<br>", b"<br/>", b"</br>")
 _IS_CLOSER = _table(b"\"')]*_\x9d\x99")  # incl. the last bytes of ” and ’
 
 
@@ -50,6 +46,36 @@ def sanitize(text: str) -> str:
     except UnicodeEncodeError:
         return _SURROGATE.sub("\ufffd", text)
     return text
+
+
+def _after_break_tags(data: bytes, words: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Move each sentence start past an HTML line break that opens it: "Done! <br> Next"
+    starts the next sentence at "Next" ("<br />" is two words)."""
+    out = []
+    n = len(words)
+    for k in ends.tolist():
+        at = int(words[k])
+        if data.startswith(b"<br />", at):
+            k += 2
+        elif data.startswith(_BR, at):
+            k += 1
+        if k < n:
+            out.append(k)
+    return np.asarray(out, dtype=np.int64)
+
+
+def _cjk_sentence_ends(seg: np.ndarray) -> np.ndarray:
+    """Offsets just past the full-width terminators 。！？ and the ellipsis …, which end a
+    sentence without any whitespace after them (CJK text)."""
+    lead = np.flatnonzero((seg == 0xE3) | (seg == 0xEF) | (seg == 0xE2))
+    lead = lead[lead + 2 < len(seg)]
+    b0, b1, b2 = seg[lead], seg[lead + 1], seg[lead + 2]
+    hit = (
+        ((b0 == 0xE3) & (b1 == 0x80) & (b2 == 0x82))  # 。
+        | ((b0 == 0xEF) & (b1 == 0xBC) & ((b2 == 0x81) | (b2 == 0x9F)))  # ！ ？
+        | ((b0 == 0xE2) & (b1 == 0x80) & (b2 == 0xA6))  # …
+    )
+    return lead[hit] + 3
 
 
 def _utf8_size(lead: int) -> int:
@@ -199,17 +225,10 @@ class SourceText:
                 c00 = arr[np.maximum(last - 3, 0)]
                 closed = _IS_CLOSER[c1] & (_IS_TERMINAL[c0] | _IS_TERMINAL[c00])
                 ends = np.flatnonzero(_IS_TERMINAL[c1] | closed)
-                if b"br" in self.data[start:end]:
-                    # "Done! <br>" ends the sentence after the line-break tag.
-                    data, n = self.data, len(words)
-                    ends = np.array(
-                        [k + 1 if k + 1 < n and data.startswith(_BR, words[k]) else k
-                         for k in ends.tolist()],
-                        dtype=np.int64,
-                    )  # fmt: skip
+                segment = self.data[start:end]
+                if b"<br" in segment or b"</br" in segment:
+                    ends = _after_break_tags(self.data, words, ends)
                 cuts = np.unique(words[ends])
         if seg.max(initial=0) >= 0x80:
-            found = [m.end() for m in _CJK_SENTENCE_END.finditer(self.data, start, end)]
-            if found:
-                cuts = np.union1d(cuts, np.asarray(found, dtype=np.int64))
+            cuts = np.union1d(cuts, _cjk_sentence_ends(seg) + start)
         return cuts[(cuts > start) & (cuts < end)]
