@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from api.config import load_settings
 from api.evaluation.dataset import Dataset, load_dataset
 from api.evaluation.harness import (
     EvalCorpus,
@@ -30,7 +31,6 @@ from api.evaluation.harness import (
     eval_server,
     open_corpus,
 )
-from api.evaluation.metrics import Metrics
 from api.logging import configure_logging
 from api.retrieval.service import RankingConfig
 from benchmarks import retrieval_quality as quality
@@ -147,7 +147,8 @@ async def _default_corpus(
 async def run(args: argparse.Namespace) -> Results:
     data, splits = _datasets(args)
     res = Results(splits=list(splits))
-    emb = default_embedder()
+    # The local model whatever the environment says (BASE_OVERRIDES pins the provider).
+    emb = default_embedder(load_settings(log_level="WARNING", **BASE_OVERRIDES))
     if not args.no_cache:
         emb.load(CACHE)
     try:
@@ -194,11 +195,6 @@ def main(argv: list[str] | None = None) -> None:
     print(text)
     if not args.no_write and not args.notes:
         update_section("retrieval", text)
-
-
-def headline(m: Metrics) -> str:
-    """`R@3 0.xxx, MRR@3 0.xxx` for prose."""
-    return f"Recall@3 {m.recall[3]:.3f}, MRR@3 {m.mrr3:.3f}"
 
 
 if __name__ == "__main__":
