@@ -109,16 +109,19 @@ def migrate(
 ) -> None:
     """Index existing notes (chunks + embeddings) through the API's reconciler.
 
-    Selects active notes that are not indexed at their current version with the configured
-    chunker and embedding model: legacy notes without index fields, notes never indexed,
-    a stale chunker/model, and failed notes. Safe to interrupt (Ctrl-C or kill) and run
-    again: it resumes, never duplicates chunks and never loses an edit made meanwhile.
-    Exit code: 0 all indexed, 1 a note failed, 2 bad arguments/configuration, 130 interrupted.
+    Selects active notes not indexed at their current version with the
+    configured chunker and embedding model: legacy notes without index
+    fields, notes never indexed, a stale chunker or model, failed notes.
 
-    Examples:
-      autonote migrate --dry-run
-      autonote migrate --concurrency 8 --rate-limit-tokens-per-min 900000
-      MONGODB_URL='mongodb+srv://...' autonote migrate --user 65f0c2... --since 2024-01-01
+    Safe to interrupt (Ctrl-C or kill) and run again: it resumes, never
+    duplicates chunks and never loses an edit made meanwhile.
+
+    Exit code: 0 all indexed, 1 a note failed, 2 bad arguments or
+    configuration, 130 interrupted.
+
+    Examples: `autonote migrate --dry-run`;
+    `autonote migrate --concurrency 8 --rate-limit-tokens-per-min 900000`;
+    `MONGODB_URL='mongodb+srv://...' autonote migrate --since 2024-01-01`.
     """
     from api.cli import settings_or_exit
     from api.logging import configure_logging

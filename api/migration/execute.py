@@ -27,6 +27,15 @@ if TYPE_CHECKING:
     from api.migration.progress import ProgressReporter
 
 
+DUPLICATE_CHUNKS_HINT = (
+    "note_chunks already holds several chunks with the same (note_id, note_version, "
+    "chunk_index), e.g. from an earlier migration script run twice, so the unique index "
+    "that keeps the migration from duplicating chunks cannot be created. Nothing was "
+    "changed. Inspect them and delete the duplicates (or the whole note_chunks collection: "
+    "the migration rebuilds it), then run again."
+)
+
+
 class ProgressMode(StrEnum):
     """How progress is shown."""
 
@@ -98,7 +107,7 @@ def _reporter(options: MigrateOptions, console: Console, label: str) -> Progress
 
 async def execute(settings: Settings, options: MigrateOptions, *, stdout: Any = None) -> int:
     """Run the migration (or the dry run) and print its result; returns the exit code."""
-    from pymongo.errors import PyMongoError
+    from pymongo.errors import DuplicateKeyError, PyMongoError
     from rich.console import Console
 
     from api.providers import build_chunker, build_embedder, build_openai_client
@@ -132,6 +141,8 @@ async def execute(settings: Settings, options: MigrateOptions, *, stdout: Any = 
             db = await stack.enter_async_context(connect(settings, read_only=options.dry_run))
         except PyMongoError as exc:
             typer.echo(f"autonote migrate: cannot use the database: {exc}", err=True)
+            if isinstance(exc, DuplicateKeyError):
+                typer.echo(DUPLICATE_CHUNKS_HINT, err=True)
             return 2
         selection = _selection(options, chunker, embedder)
         reporter = _reporter(options, bar_console, "Dry run" if options.dry_run else "Indexing")

@@ -55,3 +55,19 @@ async def test_failing_provider_exits_1_then_a_rerun_recovers(
     assert (run["selected"], run["indexed"], run["failed"]) == (5, 5, 0)
     await check_all_indexed(db, chunker_for(settings), ids)
     assert all(c.status == 200 for c in openai_stub.requests_to("/v1/embeddings"))
+
+
+async def test_duplicate_chunks_from_a_naive_migration_stop_the_run_with_a_hint(
+    settings: Any, db: AsyncDatabase, capsys: Any
+) -> None:
+    ids = await insert_legacy(db, 2, [ObjectId()])
+    # What the roadmap's script leaves when it ran twice: the same chunk inserted twice.
+    naive = {"note_id": ids[0], "note_version": 1, "chunk_index": 0, "content_md": "x"}
+    await db.note_chunks.insert_many([dict(naive), dict(naive)])
+    before = await db.notes.find({}).to_list()
+    code, _ = await run_in_process(settings)
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "cannot use the database" in err and "earlier migration" in err
+    assert await db.notes.find({}).to_list() == before, "nothing changed"
+    assert await db.note_chunks.count_documents({}) == 2
