@@ -18,7 +18,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import structlog
 from bson import ObjectId
@@ -26,11 +26,13 @@ from bson import ObjectId
 from api.db.client import is_unavailable
 from api.indexing.reconciler import Reconciler
 from api.migration.queries import MigrationNotes
-from api.migration.selection import Selection, settle
+from api.migration.selection import Selection, Verdict, settle
 
 log = structlog.get_logger(__name__)
 
 MAX_LISTED_FAILURES = 50
+MAX_CLAIM_RETRIES = 100
+FinalStatus = Literal["indexed", "failed", "skipped"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +41,7 @@ class NoteResult:
     migration (an edit mid-run means two runs); `chunks` is the final chunk count."""
 
     note_id: ObjectId
-    status: Literal["indexed", "failed", "skipped"]
+    status: FinalStatus
     chunks: int = 0
     embedded: int = 0
     reused: int = 0
@@ -273,8 +275,7 @@ class MigrationRunner:
         waiting out other workers' leases and the reconciler's retry back-off. Not
         `patient`: return None instead of waiting longer than `poll_s`."""
         work = {"embedded": 0, "reused": 0, "tokens_embedded": 0}
-        requeues = 0
-        db_errors = 0
+        requeues = retries = db_errors = 0
         while True:
             try:
                 outcome = await self.reconciler.run_once(note_id)
@@ -301,12 +302,17 @@ class MigrationRunner:
                     self._check_config(note_id, state)
                 return NoteResult(
                     note_id,
-                    "indexed" if verdict.kind == "indexed" else verdict.kind,  # type: ignore[arg-type]
+                    cast(FinalStatus, verdict.kind),
                     chunks=int((state or {}).get("chunk_count") or 0),
                     by_other=verdict.kind == "indexed",
                     detail=verdict.detail,
                     **work,
                 )
+            if verdict.kind == "retry":
+                retries += 1
+                if retries > MAX_CLAIM_RETRIES:
+                    # Claimable by our reading, yet never claimed: rewrite its queue fields.
+                    verdict, retries = Verdict("requeue", detail="not claimable"), 0
             if verdict.kind == "requeue":
                 if requeues >= self.max_requeues:
                     detail = f"could not enqueue ({verdict.detail})"
@@ -318,7 +324,7 @@ class MigrationRunner:
                     return None
                 # Poll at least every `poll_s`: an edit or another worker may end it sooner.
                 await asyncio.sleep(min(max(verdict.wait_s, 0.02), self.poll_s))
-            else:  # retry: claimable now (a race with another claimer may have lost it)
+            elif verdict.kind == "retry":  # claimable now; another claimer may have won
                 await asyncio.sleep(0.02)
 
     async def _final(

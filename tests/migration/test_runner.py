@@ -1,0 +1,82 @@
+"""The runner around the reconciler: a note still leased by a dead run is set aside, the
+rest proceed, and it is indexed once its lease runs out; notes trashed or purged after
+they were enqueued are skipped, not counted as indexed."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from bson import ObjectId
+from pymongo.asynchronous.database import AsyncDatabase
+
+from api.config import Settings
+from api.indexing.runtime import build_indexing
+from api.migration.queries import MigrationNotes
+from api.migration.runner import MigrationRunner, MigrationSummary
+from api.migration.selection import Selection
+from api.providers import build_chunker, build_embedder, embedding_model_key
+from tests.migration.support import check_all_indexed, chunker_for, insert_legacy, run_in_process
+
+
+async def test_a_dead_runs_lease_does_not_block_the_others(
+    settings: Settings, db: AsyncDatabase
+) -> None:
+    ids = await insert_legacy(db, 6, [ObjectId()])
+    until = datetime.now(UTC) + timedelta(seconds=3)
+    # What a SIGKILLed run leaves: claimed, lease running, no worker alive to extend it.
+    await db.notes.update_one(
+        {"_id": ids[0]},
+        {
+            "$set": {
+                "version": 1,
+                "index_status": "indexing",
+                "lease_token": "dead:1",
+                "lease_expires_at": until,
+                "index_attempts": 1,
+                "next_attempt_at": until,
+            }
+        },
+    )
+    code, run = await run_in_process(settings, concurrency=1)
+    assert code == 0, run
+    assert (run["selected"], run["indexed"]) == (6, 6)
+    await check_all_indexed(db, chunker_for(settings), ids)
+    notes = {n["_id"]: n async for n in db.notes.find({})}
+    leased = notes[ids[0]]
+    assert leased["indexed_at"] >= until, "waited for the lease to expire"
+    assert all(notes[i]["indexed_at"] < leased["indexed_at"] for i in ids[1:]), (
+        "the one loop did not sit waiting on the leased note"
+    )
+
+
+class TrashAfterEnqueue(MigrationNotes):
+    """The real queries; right after the batch is enqueued, a user trashes one note and
+    purges another (what the API may do at any moment)."""
+
+    def __init__(self, db: AsyncDatabase, trash: ObjectId, purge: ObjectId) -> None:
+        super().__init__(db)
+        self.trash, self.purge = trash, purge
+
+    async def enqueue(self, ids: list[ObjectId], selection: Selection, now: datetime) -> int:
+        n = await super().enqueue(ids, selection, now)
+        await self.collection.update_one({"_id": self.trash}, {"$set": {"status": "trashed"}})
+        await self.collection.delete_one({"_id": self.purge})
+        return n
+
+
+async def test_notes_trashed_or_purged_mid_run_are_skipped(
+    settings: Settings, db: AsyncDatabase
+) -> None:
+    ids = await insert_legacy(db, 4, [ObjectId()])
+    embedder = build_embedder(settings, None)
+    chunker = build_chunker(settings, embedder)
+    indexing = build_indexing(settings, db, chunker=chunker, embedder=embedder, concurrency=2)
+    selection = Selection(chunker.version, embedding_model_key(embedder))
+    notes = TrashAfterEnqueue(db, trash=ids[1], purge=ids[2])
+    stats = await MigrationRunner(indexing.reconciler, notes, selection, concurrency=2).run()
+    await embedder.aclose()
+    assert (stats.selected, stats.done, stats.indexed, stats.skipped) == (4, 4, 2, 2)
+    assert stats.skip_reasons == {"trashed": 1, "deleted": 1}
+    assert MigrationSummary(stats, 1.0).exit_code == 0
+    await check_all_indexed(db, chunker, [ids[0], ids[3]])
+    assert await db.note_chunks.count_documents({"note_id": {"$in": ids[1:3]}}) == 0
