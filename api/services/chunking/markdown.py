@@ -143,7 +143,18 @@ class ChunkerBase:
 
 
 class MarkdownChunker(ChunkerBase):
-    """Split markdown notes into heading-aware chunks (see module docstring)."""
+    """Split markdown notes into heading-aware chunks (see module docstring).
+
+    - `max_chunk_tokens`: a chunk's content is at most this many tokens, except a whole code
+      block or table, which may reach the hard limit (the table up to `table_max_tokens`).
+    - `min_chunk_tokens`: pieces of a split section smaller than this merge into a
+      neighbour when the union still fits (a small section stays one chunk of its own).
+    - `preserve_code_blocks`: False lets code blocks be cut at `max_chunk_tokens` too.
+    - `tokenizer`: counts tokens exactly; that of the embedding model (cl100k_base default).
+    - `max_input_tokens`: the embedding model's input limit (8191 by default); no chunk's
+      `embedding_text` exceeds it. The hard limit is this minus the breadcrumb's share.
+    - `table_max_tokens`: tables up to this size stay whole; larger ones are cut by rows.
+    """
 
     def __init__(
         self,
