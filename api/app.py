@@ -10,7 +10,7 @@ from typing import Any
 
 import structlog
 from bson import ObjectId
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pymongo.asynchronous.database import AsyncDatabase
 
@@ -19,7 +19,7 @@ from api.chat.service import ChatService
 from api.config import Settings, load_settings
 from api.db.client import create_client, ensure_indexes
 from api.db.embedded import EmbeddedMongo
-from api.deps import Container, ContainerDep
+from api.deps import Container, ContainerDep, reject_unknown_query_params
 from api.error_handlers import install_error_handlers
 from api.indexing.chunks_repository import ChunksRepository
 from api.indexing.runtime import build_indexing
@@ -199,6 +199,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         summary="Markdown notes with heading-aware chunks, hybrid search and cited chat.",
         lifespan=build_lifespan(settings),
+        dependencies=[Depends(reject_unknown_query_params)],
     )
     install_error_handlers(app)
     app.add_middleware(
@@ -248,4 +249,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             )
         return JSONResponse({"status": "ready", "database": "ok"})
 
+    _document_configured_limits(app, settings)
     return app
+
+
+def _document_configured_limits(app: FastAPI, settings: Settings) -> None:
+    """The OpenAPI document states the limits this deployment enforces (tag count and
+    length are settings), so clients and schema-driven tests see the real contract."""
+    base = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = base()
+            for name in ("NoteCreate", "NotePatch"):
+                tags = schema["components"]["schemas"][name]["properties"]["tags"]
+                for array in [tags, *tags.get("anyOf", [])]:
+                    if array.get("type") == "array":
+                        array["maxItems"] = settings.autonote_max_tags
+                        array["items"]["maxLength"] = settings.autonote_max_tag_length
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -62,6 +62,28 @@ async def current_user(
 CurrentUser = Annotated[User, Depends(current_user)]
 
 
+async def reject_unknown_query_params(request: Request) -> None:
+    """422 for query parameters the route does not define: a typo such as `?tags=x` for
+    `?tag=x` must not silently widen a listing or a search."""
+    from api.errors import ValidationFailed
+
+    dependant = getattr(request.scope.get("route"), "dependant", None)
+    if dependant is None or not request.query_params:
+        return
+    allowed: set[str] = set()
+    stack = [dependant]
+    while stack:
+        node = stack.pop()
+        allowed.update(p.alias for p in node.query_params)
+        stack.extend(node.dependencies)
+    unknown = sorted(set(request.query_params) - allowed)
+    if unknown:
+        raise ValidationFailed(
+            f"unknown query parameter(s): {', '.join(map(repr, unknown))}; "
+            f"allowed: {', '.join(sorted(allowed)) or 'none'}"
+        )
+
+
 def get_notes_service(container: ContainerDep) -> NotesService:
     return container.notes
 

@@ -30,4 +30,5 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {s: {"model": ErrorBody, "description": described[s]} for s in statuses}
 
 
-AUTHED = (401, 422, 429, 503)
+AUTHED = (400, 401, 413, 422, 429, 503)
+ADMIN = (400, 401, 403, 413, 422, 503)

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from api.retrieval.schemas import FiltersIn
+from api.retrieval.schemas import NON_BLANK, FiltersIn
 
 
 def _unicode(v: str) -> str:
@@ -22,7 +22,7 @@ def _unicode(v: str) -> str:
 class HistoryMessage(BaseModel):
     model_config = ConfigDict(extra="forbid")
     role: Literal["user", "assistant"]
-    content: str = Field(min_length=1, max_length=8000)
+    content: str = Field(min_length=1, max_length=8000, pattern=NON_BLANK)
 
     _content = field_validator("content")(lambda v: _unicode(v))
 
@@ -44,7 +44,7 @@ class ChatRequest(BaseModel):
             ]
         },
     )
-    message: str = Field(min_length=1, max_length=8000)
+    message: str = Field(min_length=1, max_length=8000, pattern=NON_BLANK)
     history: list[HistoryMessage] = Field(default_factory=list, max_length=20)
     filters: FiltersIn | None = None
     stream: bool = False
@@ -56,7 +56,7 @@ class ContextRequest(BaseModel):
     """Retrieve the numbered sections for a question, to call your own model."""
 
     model_config = ConfigDict(extra="forbid")
-    message: str = Field(min_length=1, max_length=8000)
+    message: str = Field(min_length=1, max_length=8000, pattern=NON_BLANK)
     filters: FiltersIn | None = None
 
     _message = field_validator("message")(lambda v: _unicode(v))

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 NoteStatus = Literal["active", "trashed"]
 IndexStatus = Literal["pending", "indexing", "indexed", "failed", "disabled"]
+
+# No control characters, at least one visible character (also enforced after trimming).
+TEXT_PATTERN = r"^[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
+Tag = Annotated[str, StringConstraints(min_length=1, max_length=512, pattern=TEXT_PATTERN)]
 
 _EXAMPLE_MD = "## Setup\n\nInstall with `pip install autonote`.\n\n## Usage\n\nRun `make run`."
 
@@ -54,11 +58,11 @@ class NoteCreate(BaseModel):
             ]
         },
     )
-    title: str = Field(min_length=1, max_length=500)
+    title: str = Field(min_length=1, max_length=500, pattern=TEXT_PATTERN)
     content_md: str = Field(
         description="Markdown body (limit: AUTONOTE_MAX_NOTE_BYTES UTF-8 bytes)"
     )
-    tags: list[str] = Field(default_factory=list, max_length=1000)
+    tags: list[Tag] = Field(default_factory=list, max_length=1000)
 
     @field_validator("title")
     @classmethod
@@ -76,19 +80,25 @@ class NoteCreate(BaseModel):
         return _clean_tags(v)
 
 
+def _patch_schema(schema: dict[str, Any]) -> None:
+    """Document the real contract: at least one field, and a present field is never null."""
+    schema["minProperties"] = 1
+    for prop in schema["properties"].values():
+        options = [o for o in prop.pop("anyOf", []) if o.get("type") != "null"]
+        if options:
+            prop.update(options[0])
+        prop.pop("default", None)
+    schema["examples"] = [{"content_md": "## Usage\n\nRun `make test` too."}, {"tags": ["archive"]}]
+
+
 class NotePatch(BaseModel):
     """A partial update: only the fields present change. `version` increases only when the
     title or the content actually changes."""
 
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "examples": [{"content_md": "## Usage\n\nRun `make test` too."}, {"tags": ["archive"]}]
-        },
-    )
-    title: str | None = Field(None, min_length=1, max_length=500)
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_patch_schema)
+    title: str | None = Field(None, min_length=1, max_length=500, pattern=TEXT_PATTERN)
     content_md: str | None = None
-    tags: list[str] | None = Field(None, max_length=1000)
+    tags: list[Tag] | None = Field(None, max_length=1000)
 
     @field_validator("title")
     @classmethod

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, File, Form, Header, Query, Response, UploadFile, status
+from fastapi import APIRouter, File, Form, Header, Path, Query, Response, UploadFile, status
 
 from api.deps import ContainerDep, CurrentUser, NotesServiceDep
 from api.errors import PayloadTooLarge, ValidationFailed
@@ -20,9 +20,16 @@ from api.notes.models import (
     NotePatch,
     NoteSummary,
 )
+from api.notes.service import CURSOR_PATTERN
 from api.schemas import AUTHED, errors
 
 router = APIRouter(prefix="/v1/notes", tags=["notes"])
+
+OBJECT_ID_PATTERN = r"^[0-9a-fA-F]{24}$"
+IfMatch = Annotated[
+    str, Header(description="Expected version, e.g. 3", pattern=r'^(W/)?"?[0-9]{1,12}"?$')
+]
+NoteId = Annotated[str, Path(pattern=OBJECT_ID_PATTERN, description="Note id (24 hex digits)")]
 
 
 def _with_etag(response: Response, doc: dict) -> NoteOut:
@@ -50,7 +57,9 @@ async def create_note(
 async def import_notes(
     user: CurrentUser,
     container: ContainerDep,
-    files: Annotated[list[UploadFile], File(description=".md .txt .html .docx .pdf files")],
+    files: Annotated[
+        list[UploadFile], File(description=".md .txt .html .docx .pdf files", min_length=1)
+    ],
     tags: Annotated[list[str] | None, Form(description="Tags added to every note")] = None,
 ) -> ImportResult:
     """Import files as notes (multipart). Markdown and text are stored as written; HTML and
@@ -86,8 +95,8 @@ async def list_notes(
     user: CurrentUser,
     notes: NotesServiceDep,
     status_: Annotated[Literal["active", "trashed"], Query(alias="status")] = "active",
-    tag: Annotated[str | None, Query(min_length=1, max_length=512)] = None,
-    cursor: Annotated[str | None, Query(max_length=200)] = None,
+    tag: Annotated[str, Query(min_length=1, max_length=512)] = None,  # noqa: RUF013
+    cursor: Annotated[str, Query(pattern=CURSOR_PATTERN, max_length=40)] = None,  # noqa: RUF013
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
 ) -> NoteList:
     """List your notes, newest first, one page at a time (no bodies). Filter by `tag` and
@@ -98,7 +107,7 @@ async def list_notes(
 
 @router.get("/{note_id}", response_model=NoteOut, responses=errors(400, 404, *AUTHED))
 async def get_note(
-    note_id: str, user: CurrentUser, notes: NotesServiceDep, response: Response
+    note_id: NoteId, user: CurrentUser, notes: NotesServiceDep, response: Response
 ) -> NoteOut:
     """Fetch one note with its indexing state. The `ETag` header is its version."""
     return _with_etag(response, await notes.get(user, note_id))
@@ -106,12 +115,12 @@ async def get_note(
 
 @router.patch("/{note_id}", response_model=NoteOut, responses=errors(400, 404, 412, 413, *AUTHED))
 async def update_note(
-    note_id: str,
+    note_id: NoteId,
     body: NotePatch,
     user: CurrentUser,
     notes: NotesServiceDep,
     response: Response,
-    if_match: Annotated[str | None, Header(description="Expected version, e.g. 3")] = None,
+    if_match: IfMatch = None,  # optional, but never null in the schema
 ) -> NoteOut:
     """Change some of title, content_md, tags. `version` goes up by one only when the title
     or content actually changes (then the note is re-indexed). With `If-Match: <version>`
@@ -125,7 +134,7 @@ async def update_note(
     responses={204: {"description": "Permanently deleted"}, **errors(400, 404, *AUTHED)},
 )
 async def delete_note(
-    note_id: str,
+    note_id: NoteId,
     user: CurrentUser,
     notes: NotesServiceDep,
     response: Response,
@@ -141,7 +150,7 @@ async def delete_note(
 
 @router.post("/{note_id}/restore", response_model=NoteOut, responses=errors(400, 404, *AUTHED))
 async def restore_note(
-    note_id: str, user: CurrentUser, notes: NotesServiceDep, response: Response
+    note_id: NoteId, user: CurrentUser, notes: NotesServiceDep, response: Response
 ) -> NoteOut:
     """Bring a trashed note back (idempotent for an active note)."""
     return _with_etag(response, await notes.restore(user, note_id))
@@ -154,7 +163,7 @@ async def restore_note(
     responses=errors(400, 404, *AUTHED),
 )
 async def reindex_note(
-    note_id: str, user: CurrentUser, notes: NotesServiceDep, response: Response
+    note_id: NoteId, user: CurrentUser, notes: NotesServiceDep, response: Response
 ) -> NoteOut:
     """Queue the note for chunking and embedding again — also a `failed` one, with a fresh
     attempt budget. Unchanged chunks reuse their embeddings."""
@@ -162,7 +171,7 @@ async def reindex_note(
 
 
 @router.get("/{note_id}/chunks", response_model=ChunkList, responses=errors(400, 404, *AUTHED))
-async def list_chunks(note_id: str, user: CurrentUser, notes: NotesServiceDep) -> ChunkList:
+async def list_chunks(note_id: NoteId, user: CurrentUser, notes: NotesServiceDep) -> ChunkList:
     """The note's current chunks in order — heading breadcrumb, type, exact character
     offsets into `content_md`, token counts — as search sees them (no vectors)."""
     doc, chunks = await notes.chunks(user, note_id)

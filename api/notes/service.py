@@ -3,9 +3,7 @@ handing changed notes to the indexer. No FastAPI here."""
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
+import re
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -50,22 +48,23 @@ def parse_if_match(value: str | None) -> int | None:
     return int(raw)
 
 
+# A page position: "<created_at in ms since the epoch>-<note id>". Every string matching
+# CURSOR_PATTERN is a valid position (the schema can state the whole contract).
+CURSOR_PATTERN = r"^[0-9]{1,13}-[0-9a-f]{24}$"
+_CURSOR = re.compile(CURSOR_PATTERN)
+
+
 def encode_cursor(doc: dict[str, Any]) -> str:
-    payload = json.dumps([doc["created_at"].isoformat(), str(doc["_id"])])
-    return base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
+    created: datetime = doc["created_at"]
+    millis = int(created.timestamp() * 1000)
+    return f"{millis}-{doc['_id']}"
 
 
 def decode_cursor(cursor: str) -> tuple[datetime, ObjectId]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        created_s, oid_s = json.loads(raw)
-        created = datetime.fromisoformat(created_s)
-        oid = parse_object_id(oid_s)
-    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
-        oid = None
-    if oid is None:
+    if not _CURSOR.match(cursor):
         raise BadRequest("invalid cursor: pass next_cursor from a previous page unchanged")
-    return created, oid
+    millis, oid = cursor.split("-")
+    return datetime.fromtimestamp(int(millis) / 1000, UTC), ObjectId(oid)
 
 
 class NotesService:

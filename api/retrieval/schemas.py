@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from api.retrieval.models import NoteResult, SearchFilters
+
+NON_BLANK = r"\S"  # JSON Schema patterns are unanchored: "contains a visible character"
+NoteIdStr = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{24}$")]
 
 
 class FiltersIn(BaseModel):
@@ -16,7 +19,7 @@ class FiltersIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     tags: list[str] | None = Field(None, max_length=100)
-    note_ids: list[str] | None = Field(None, max_length=1000)
+    note_ids: list[NoteIdStr] | None = Field(None, max_length=1000)
     updated_after: datetime | None = None
 
     @field_validator("note_ids")
@@ -54,7 +57,7 @@ class SearchRequest(BaseModel):
             ]
         },
     )
-    query: str = Field(min_length=1, max_length=2000)
+    query: str = Field(min_length=1, max_length=2000, pattern=NON_BLANK)
     limit: int = Field(5, ge=1, le=50, description="Notes to return")
     chunks_per_note: int = Field(3, ge=1, le=20, description="Matching sections per note")
     mode: Literal["hybrid", "vector", "keyword"] = "hybrid"

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response, status
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Request, Response, status
 
 from api.deps import ContainerDep, CurrentUser
 from api.errors import BadRequest
-from api.schemas import errors
+from api.notes.routes import OBJECT_ID_PATTERN
+from api.schemas import ADMIN, AUTHED, errors
 from api.users.models import ApiKeyOut, Me, UserCreate, UserCreated
 from api.users.service import parse_object_id
 
@@ -30,7 +33,7 @@ def _oid(value: str, what: str):
     "/v1/admin/users",
     status_code=status.HTTP_201_CREATED,
     response_model=UserCreated,
-    responses=errors(401, 403, 422, 503),
+    responses=errors(*ADMIN),
 )
 async def create_user(body: UserCreate, request: Request, container: ContainerDep) -> UserCreated:
     """Create a user and return its first API key. The key is shown only here; it is stored
@@ -43,9 +46,13 @@ async def create_user(body: UserCreate, request: Request, container: ContainerDe
     "/v1/admin/users/{user_id}/keys",
     status_code=status.HTTP_201_CREATED,
     response_model=ApiKeyOut,
-    responses=errors(400, 401, 403, 404, 503),
+    responses=errors(404, *ADMIN),
 )
-async def issue_key(user_id: str, request: Request, container: ContainerDep) -> ApiKeyOut:
+async def issue_key(
+    user_id: Annotated[str, Path(pattern=OBJECT_ID_PATTERN)],
+    request: Request,
+    container: ContainerDep,
+) -> ApiKeyOut:
     """Issue an additional API key for a user (for rotation)."""
     _admin(request, container)
     return await container.users.issue_key(_oid(user_id, "user id"))
@@ -54,16 +61,20 @@ async def issue_key(user_id: str, request: Request, container: ContainerDep) -> 
 @router.delete(
     "/v1/admin/keys/{key_id}",
     status_code=status.HTTP_204_NO_CONTENT,
-    responses=errors(400, 401, 403, 404, 503),
+    responses=errors(404, *ADMIN),
 )
-async def revoke_key(key_id: str, request: Request, container: ContainerDep) -> Response:
+async def revoke_key(
+    key_id: Annotated[str, Path(pattern=OBJECT_ID_PATTERN)],
+    request: Request,
+    container: ContainerDep,
+) -> Response:
     """Revoke an API key; requests with it get 401 from now on."""
     _admin(request, container)
     await container.users.revoke_key(_oid(key_id, "key id"))
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.get("/v1/me", response_model=Me, responses=errors(401, 429, 503))
+@router.get("/v1/me", response_model=Me, responses=errors(*AUTHED))
 async def me(user: CurrentUser) -> Me:
     """The user the API key belongs to."""
     return Me(

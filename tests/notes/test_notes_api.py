@@ -113,7 +113,7 @@ async def test_if_match(api: Api) -> None:
     assert stale.status_code == 412
     assert stale.json()["error"] == "precondition_failed"
     bad = await api.client.patch(url, json={"content_md": "x"}, headers={**h, "If-Match": "abc"})
-    assert bad.status_code == 400
+    assert bad.status_code == 422  # If-Match must be a version number (schema pattern)
     current = (await api.client.get(url, headers=h)).json()
     assert current["content_md"] == "v2" and current["version"] == 2
 
