@@ -174,5 +174,6 @@ async def estimate(
             result.add_note(doc.get("author_id"), chunks, known=known, cached=cached, seen=seen)
         if on_progress is not None:
             on_progress(len(docs))
-    log.info("migration.dry_run", **{k: v for k, v in result.as_dict().items() if k != "reasons"})
+    fields = {k: v for k, v in result.as_dict().items() if k not in ("reasons", "unchunkable")}
+    log.info("migration.dry_run", unchunkable=len(result.unchunkable), **fields)
     return result
