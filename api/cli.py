@@ -217,7 +217,7 @@ def database(settings: Settings):
         client = create_client(url, timeout_ms=settings.mongodb_timeout_ms)
         try:
             db = client[settings.mongodb_db]
-            await ensure_indexes(db)
+            await ensure_indexes(db, cache_ttl_days=settings.autonote_embedding_cache_days)
             yield db
         finally:
             await client.close()
@@ -227,15 +227,15 @@ def database(settings: Settings):
     return ctx()
 
 
+# --- migrate command (owned by the migration module) ---
+from api.migration.command import migrate as _migrate  # noqa: E402
+
+app.command("migrate")(_migrate)
+
+
 def main() -> None:  # pragma: no cover
     app(prog_name="autonote")
 
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
-
-
-# --- migrate command (owned by the migration module) ---
-from api.migration.command import migrate as _migrate  # noqa: E402
-
-app.command("migrate")(_migrate)

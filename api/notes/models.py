@@ -162,7 +162,7 @@ class NoteOut(BaseModel):
             content_md=doc.get("content_md", ""),
             tags=list(doc.get("tags") or []),
             status=doc.get("status", "active"),
-            version=int(doc.get("version", 1)),
+            version=int(doc.get("version") or 1),
             created_at=doc["created_at"],
             updated_at=doc.get("updated_at") or doc["created_at"],
             index_status=doc.get("index_status") or "pending",

@@ -86,7 +86,8 @@ class NotesRepository:
         really change. One pipeline update, so 50 concurrent PATCHes cannot lose a bump."""
         query: dict[str, Any] = {"_id": note_id, "author_id": author_id}
         if expected_version is not None:
-            query["version"] = expected_version
+            # A legacy note without `version` is version 1.
+            query["version"] = {"$in": [1, None]} if expected_version == 1 else expected_version
         content_tests = [
             {"$ne": [f"${field}", _lit(changes[field])]}
             for field in ("title", "content_md")
@@ -105,7 +106,14 @@ class NotesRepository:
             {"$set": {"_changed": changed, "_tags_changed": tags_changed}},
             {
                 "$set": {
-                    "version": {"$cond": ["$_changed", {"$add": ["$version", 1]}, "$version"]},
+                    # Legacy notes (written before versioning) count as version 1.
+                    "version": {
+                        "$cond": [
+                            "$_changed",
+                            {"$add": [{"$ifNull": ["$version", 1]}, 1]},
+                            {"$ifNull": ["$version", 1]},
+                        ]
+                    },
                     "changed_at": if_requeue(now, "changed_at"),
                     "index_status": if_requeue(index_status, "index_status"),
                     "next_attempt_at": if_requeue(now, "next_attempt_at"),

@@ -33,8 +33,9 @@ NoteId = Annotated[str, Path(pattern=OBJECT_ID_PATTERN, description="Note id (24
 
 
 def _with_etag(response: Response, doc: dict) -> NoteOut:
-    response.headers["ETag"] = f'"{doc["version"]}"'
-    return NoteOut.from_doc(doc)
+    note = NoteOut.from_doc(doc)
+    response.headers["ETag"] = f'"{note.version}"'
+    return note
 
 
 @router.post(

@@ -197,10 +197,13 @@ class NotesService:
             current = await self._repo.get(oid, user.id)
             if current is None:
                 raise NotFound("note not found")
+            current_version = current.get("version") or 1
             raise PreconditionFailed(
-                f"If-Match version {expected} does not match current version {current['version']}"
+                f"If-Match version {expected} does not match current version {current_version}"
             )
-        log.info("note.updated", note_id=note_id, version=doc["version"], fields=sorted(changes))
+        log.info(
+            "note.updated", note_id=note_id, version=doc.get("version"), fields=sorted(changes)
+        )
         return await self._changed(doc)
 
     async def trash(self, user: User, note_id: str) -> dict[str, Any]:

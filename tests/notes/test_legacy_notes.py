@@ -1,0 +1,37 @@
+"""Notes written by the existing Autonote system (no `version`, no index fields) work
+through the API before and after the migration indexes them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from tests.conftest import Api
+
+
+async def test_legacy_note_reads_and_updates(api: Api) -> None:
+    h = await api.new_user()
+    me = (await api.client.get("/v1/me", headers=h)).json()
+    from bson import ObjectId
+
+    legacy = {
+        "title": "Old note",
+        "content_md": "## Kept\n\nfrom the old system",
+        "author_id": ObjectId(me["user_id"]),
+        "tags": ["old"],
+        "status": "active",
+        "created_at": datetime(2024, 1, 2, tzinfo=UTC),
+    }
+    oid = (await api.container.db.notes.insert_one(legacy)).inserted_id
+    url = f"/v1/notes/{oid}"
+    got = await api.client.get(url, headers=h)
+    assert got.status_code == 200 and got.json()["version"] == 1
+    assert got.headers["etag"] == '"1"' and got.json()["updated_at"].startswith("2024-01-02")
+    listed = (await api.client.get("/v1/notes", headers=h)).json()["items"]
+    assert [n["id"] for n in listed] == [str(oid)]
+    tags = await api.client.patch(url, json={"tags": ["kept"]}, headers={**h, "If-Match": "1"})
+    assert tags.status_code == 200 and tags.json()["version"] == 1
+    edit = await api.client.patch(url, json={"content_md": "new"}, headers={**h, "If-Match": "1"})
+    assert edit.status_code == 200 and edit.json()["version"] == 2
+    stale = await api.client.patch(url, json={"content_md": "x"}, headers={**h, "If-Match": "1"})
+    assert stale.status_code == 412
+    assert (await api.container.db.notes.find_one({"_id": oid}))["version"] == 2
