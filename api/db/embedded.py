@@ -86,7 +86,12 @@ class EmbeddedMongo:
     """Start (or attach to) the embedded server for `data_dir`; `stop()` only if we own it."""
 
     def __init__(
-        self, data_dir: Path, *, cache_size: str = "256M", start_timeout_s: float = 60
+        self,
+        data_dir: Path,
+        *,
+        cache_size: str = "256M",
+        start_timeout_s: float = 60,
+        port: int | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.storage = self.data_dir / "db"
@@ -94,7 +99,8 @@ class EmbeddedMongo:
         self.log_file = self.data_dir / "secantusd.log"
         self.cache_size = cache_size
         self.start_timeout_s = start_timeout_s
-        self.port: int | None = None
+        self.port: int | None = port
+        self._fixed_port = port
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -136,7 +142,7 @@ class EmbeddedMongo:
             self.port = running[1]
             log.info("embedded_db.attached", port=self.port, pid=running[0])
             return self.url
-        self.port = _free_port()
+        self.port = self._fixed_port or _free_port()
         args = [
             _server_binary(),
             "--storage-path",
