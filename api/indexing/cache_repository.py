@@ -44,3 +44,12 @@ class EmbeddingCacheRepository:
 
     async def count(self) -> int:
         return await self.collection.count_documents({})
+
+    async def present_hashes(self, model: str, hashes: list[str]) -> set[str]:
+        """Which of `hashes` have a cached vector for `model` (no vectors transferred)."""
+        if not hashes:
+            return set()
+        cursor = self.collection.find(
+            {"model": model, "content_hash": {"$in": hashes}}, {"content_hash": 1, "_id": 0}
+        )
+        return {doc["content_hash"] async for doc in cursor}

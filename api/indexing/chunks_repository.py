@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 from bson import ObjectId
@@ -104,3 +104,20 @@ class ChunksRepository:
             return 0
         result = await self.collection.delete_many({"note_id": {"$in": note_ids}})
         return result.deleted_count
+
+    async def hashes_with_vectors(
+        self, authors: Iterable[Any], model: str, hashes: list[str]
+    ) -> set[tuple[Any, str]]:
+        """(author_id, content_hash) pairs of the authors' chunks embedded by `model` (hashes
+        only, no vectors: for estimating how much an indexing run can reuse)."""
+        if not hashes:
+            return set()
+        cursor = self.collection.find(
+            {
+                "author_id": {"$in": list(set(authors))},
+                "embedding_model": model,
+                "content_hash": {"$in": hashes},
+            },
+            {"author_id": 1, "content_hash": 1, "_id": 0},
+        )
+        return {(doc["author_id"], doc["content_hash"]) async for doc in cursor}

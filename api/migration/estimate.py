@@ -16,8 +16,9 @@ from typing import Any
 
 import structlog
 
-from api.migration.queries import ESTIMATE_PROJECTION, MigrationNotes, ReuseLookup
+from api.migration.reuse import ESTIMATE_PROJECTION, ReuseLookup
 from api.migration.selection import REASONS, Selection, reason
+from api.notes.migration_queue import MigrationNotes
 
 log = structlog.get_logger(__name__)
 

@@ -177,7 +177,8 @@ async def _dry_run(
 ) -> int:
     from api.migration.estimate import estimate
     from api.migration.progress import render_estimate, stop_quietly
-    from api.migration.queries import MigrationNotes, ReuseLookup
+    from api.migration.reuse import ReuseLookup
+    from api.notes.migration_queue import MigrationNotes
 
     notes = MigrationNotes(db)
     total = await notes.count(selection)
@@ -224,8 +225,8 @@ async def _run(
 
     from api.indexing.runtime import build_indexing
     from api.migration.progress import render_summary, stop_quietly
-    from api.migration.queries import MigrationNotes
     from api.migration.runner import MigrationRunner, MigrationSummary
+    from api.notes.migration_queue import MigrationNotes
 
     log = structlog.get_logger("api.migration")
     # One code path with the API: the same reconciler, built the same way; only the lease

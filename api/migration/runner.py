@@ -25,8 +25,8 @@ from bson import ObjectId
 
 from api.db.client import is_unavailable
 from api.indexing.reconciler import Reconciler
-from api.migration.queries import MigrationNotes
 from api.migration.selection import Selection, Verdict, settle
+from api.notes.migration_queue import MigrationNotes
 
 log = structlog.get_logger(__name__)
 

@@ -1,7 +1,7 @@
 """Which notes the migration selects, how it enqueues them, and how it reads a note's state.
 
 Pure: query documents, update pipelines and verdicts, no I/O (the queries run in
-`api.migration.queries`). A note needs indexing unless it is verifiably up to date: `indexed`
+`api.notes.migration_queue`). A note needs indexing unless it is verifiably up to date: `indexed`
 at its current `version` by the configured chunker (`chunking_version`) and embedding model.
 That covers every case the migration exists for — legacy documents with no index fields,
 `chunk_count` 0/missing on a note that was never indexed, a stale chunker or model, `failed`

@@ -10,8 +10,8 @@ import pytest
 from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
 
-from api.migration.queries import MigrationNotes
 from api.migration.selection import Selection, reason, settle
+from api.notes.migration_queue import MigrationNotes
 
 CV, MODEL = "chunker:v2", "model@384"
 NOW = datetime(2025, 6, 1, tzinfo=UTC)

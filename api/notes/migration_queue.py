@@ -1,14 +1,10 @@
-"""The migration's own database queries.
+"""Queries on `notes` that the migration runs (selection, enqueueing, progress reads).
 
-House rule: one module per collection. These live here only because the migration module
-may not edit `api/notes/queue.py` / `api/indexing/*_repository.py`; `MigrationNotes` belongs
-with the notes queue, `ReuseLookup.chunk_hashes` with `ChunksRepository` and
-`ReuseLookup.cached_hashes` with `EmbeddingCacheRepository` (see the migration report).
-"""
+Kept with the other `notes` queries in this package; the filters themselves are built by the
+pure functions of `api.migration.selection`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -22,19 +18,6 @@ from api.migration.selection import (
     enqueue_filter,
     enqueue_update,
 )
-
-# What the dry run needs to chunk a note and explain why it was selected.
-ESTIMATE_PROJECTION = {
-    "title": 1,
-    "content_md": 1,
-    "author_id": 1,
-    "version": 1,
-    "index_status": 1,
-    "indexed_version": 1,
-    "chunk_count": 1,
-    "chunking_version": 1,
-    "embedding_model": 1,
-}
 
 
 class MigrationNotes:
@@ -105,38 +88,3 @@ class MigrationNotes:
         )
         cursor = self.collection.find(query, {"_id": 1}).sort("_id", 1).limit(limit)
         return [doc["_id"] async for doc in cursor]
-
-
-class ReuseLookup:
-    """Which content hashes already have a vector for a model (read-only, hashes only:
-    the dry run must not pull kilobytes of vectors per chunk just to count them)."""
-
-    def __init__(self, db: AsyncDatabase) -> None:
-        self.chunks = db.note_chunks
-        self.cache = db.embedding_cache
-
-    async def chunk_hashes(
-        self, authors: Iterable[Any], model: str, hashes: list[str]
-    ) -> set[tuple[Any, str]]:
-        """(author_id, content_hash) pairs with a stored chunk vector from `model`; the
-        reconciler reuses vectors across an author's notes, never across authors."""
-        if not hashes:
-            return set()
-        cursor = self.chunks.find(
-            {
-                "author_id": {"$in": list(set(authors))},
-                "embedding_model": model,
-                "content_hash": {"$in": hashes},
-            },
-            {"author_id": 1, "content_hash": 1, "_id": 0},
-        )
-        return {(doc["author_id"], doc["content_hash"]) async for doc in cursor}
-
-    async def cached_hashes(self, model: str, hashes: list[str]) -> set[str]:
-        """Hashes present in the embedding cache for `model`."""
-        if not hashes:
-            return set()
-        cursor = self.cache.find(
-            {"model": model, "content_hash": {"$in": hashes}}, {"content_hash": 1, "_id": 0}
-        )
-        return {doc["content_hash"] async for doc in cursor}

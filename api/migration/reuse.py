@@ -1,0 +1,45 @@
+"""What the migration's dry run reads: which embeddings could be reused (hashes only — the
+dry run must not pull kilobytes of vectors per chunk just to count them). The queries
+themselves live with their collections (`ChunksRepository`, `EmbeddingCacheRepository`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from pymongo.asynchronous.database import AsyncDatabase
+
+from api.indexing.cache_repository import EmbeddingCacheRepository
+from api.indexing.chunks_repository import ChunksRepository
+
+# What the dry run needs to chunk a note and explain why it was selected.
+ESTIMATE_PROJECTION = {
+    "title": 1,
+    "content_md": 1,
+    "author_id": 1,
+    "version": 1,
+    "index_status": 1,
+    "indexed_version": 1,
+    "chunk_count": 1,
+    "chunking_version": 1,
+    "embedding_model": 1,
+}
+
+
+class ReuseLookup:
+    """Which content hashes already have a vector for a model."""
+
+    def __init__(self, db: AsyncDatabase) -> None:
+        self._chunks = ChunksRepository(db)
+        self._cache = EmbeddingCacheRepository(db)
+
+    async def chunk_hashes(
+        self, authors: Iterable[Any], model: str, hashes: list[str]
+    ) -> set[tuple[Any, str]]:
+        """(author_id, content_hash) pairs with a stored chunk vector from `model`; the
+        reconciler reuses vectors across an author's notes, never across authors."""
+        return await self._chunks.hashes_with_vectors(authors, model, hashes)
+
+    async def cached_hashes(self, model: str, hashes: list[str]) -> set[str]:
+        """Hashes present in the embedding cache for `model`."""
+        return await self._cache.present_hashes(model, hashes)
