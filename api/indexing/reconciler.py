@@ -11,6 +11,7 @@ the SAME version (new chunker or model) swaps inside a transaction for the same 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 import uuid
@@ -111,7 +112,12 @@ class Reconciler:
         try:
             stats = await self._index(note, token)
         except asyncio.CancelledError:
-            raise  # shutdown: the lease expires and another worker takes over
+            # Shutdown: hand the note back so another worker can take it at once (if this
+            # fails, the lease simply expires). Chunks of the unfinished version are
+            # invisible leftovers the next run replaces.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(self.queue.release(note["_id"], token)), 2)
+            raise
         except Exception as exc:  # every failure is recorded on the note, never lost
             return await self._record_failure(note, token, exc)
         finally:

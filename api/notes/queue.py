@@ -104,6 +104,30 @@ class IndexQueue:
             session=session,
         )
 
+    async def release(self, note_id: ObjectId, token: str) -> bool:
+        """Give a claimed note back untouched (shutdown): claimable at once, and the
+        interrupted run does not count as an attempt."""
+        result = await self.collection.update_one(
+            {"_id": note_id, "lease_token": token},
+            [
+                {
+                    "$set": {
+                        "index_status": {
+                            "$cond": [
+                                {"$eq": ["$index_status", "indexing"]},
+                                "pending",
+                                "$index_status",
+                            ]
+                        },
+                        "index_attempts": {"$max": [0, {"$subtract": ["$index_attempts", 1]}]},
+                        "lease_token": None,
+                        "lease_expires_at": None,
+                    }
+                }
+            ],
+        )
+        return result.modified_count == 1
+
     async def fail(
         self, note_id: ObjectId, token: str, *, error: str, retry_at: datetime, give_up: bool
     ) -> dict[str, Any] | None:

@@ -217,3 +217,38 @@ async def test_chunker_change_reindexes_and_reuses_what_it_can(make_settings: An
         assert stats["reused"] >= 6, "the short sections are unchanged and reuse their vectors"
         docs = await stored_chunks(api, note["id"])
         assert [d["content_hash"] for d in docs] == [c.content_hash for c in want]
+
+
+async def test_shutdown_mid_run_hands_the_note_back(api: Api) -> None:
+    """A worker cancelled while indexing releases its lease: the note is claimable at once
+    and the interrupted run does not count as an attempt."""
+    h = await api.new_user()
+    reconciler = api.container.indexing.reconciler
+    await api.container.indexing.workers.stop()  # drive the reconciler by hand
+    started = asyncio.Event()
+
+    class Slow:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(api.container.embedder, name)
+
+        async def embed(self, texts: list[str], **kw: Any) -> Any:
+            started.set()
+            await asyncio.sleep(60)
+
+    reconciler.embedder = Slow()
+    r = await api.client.post(
+        "/v1/notes", json={"title": "T", "content_md": "## A\n\nx"}, headers=h
+    )
+    task = asyncio.create_task(reconciler.run_once())
+    await asyncio.wait_for(started.wait(), 30)
+    task.cancel()
+    with __import__("pytest").raises(asyncio.CancelledError):
+        await task
+    from bson import ObjectId
+
+    doc = await api.container.db.notes.find_one({"_id": ObjectId(r.json()["id"])})
+    assert doc["index_status"] == "pending" and doc["lease_token"] is None
+    assert doc["index_attempts"] == 0
+    reconciler.embedder = api.container.embedder
+    outcome = await reconciler.run_once()
+    assert outcome is not None and outcome.status == "indexed"
