@@ -193,12 +193,20 @@ def optimize_command(
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write results here")] = None,
 ) -> None:
     """Try several chunk sizes on a labelled dataset through the real pipeline (isolated
-    database) and print section-level Recall@1/3/5, MRR@3 per size and the best size.
+    database) and print section-level Recall@1/3/5, MRR@3 per size and the best size
+    (highest Recall@3, then MRR@3; ties go to the smaller size).
 
-    Dataset format: notes.jsonl ({"id", "title", "content_md", "tags"}) and questions.jsonl
-    ({"id", "question", "gold": [{"note_id", "headings" and/or "span"}]}); see
-    benchmarks/data/retrieval/README.md. The embedding model and other settings come from
-    the environment like the app's (OPENAI_API_KEY → OpenAI, else the local model).
+    Dataset format (full description: benchmarks/data/retrieval/README.md):
+    notes.jsonl, one note per line: {"id": "n1", "title": "...", "content_md": "...",
+    "tags": []}; questions.jsonl, one question per line: {"id": "q1", "question": "...",
+    "gold": [{"note_id": "n1", "headings": ["Setup", "Install"]}]}. `headings` is the
+    breadcrumb of the section that answers (below the note title; [] = text before the
+    first heading); `span` [start, end) offsets may be given instead or as well.
+
+    Sizes are in the embedding model's tokens and a chunk never exceeds what the model
+    reads: with the local model (254 word pieces) sizes above ~250 make the same chunks and
+    are reported as equal to the smallest such size. The embedding model and other settings
+    come from the environment like the app's (OPENAI_API_KEY → OpenAI, else local).
     """
     from api.logging import configure_logging
 
