@@ -131,7 +131,7 @@ def fixed_token_spans(window: int = 200) -> SpanMaker:
     """Consecutive windows of `window` cl100k tokens (no overlap), as exact source slices."""
     from api.services.chunking.tokenizer import tiktoken_tokenizer
 
-    enc = tiktoken_tokenizer("cl100k_base")._enc
+    enc = tiktoken_tokenizer("cl100k_base").encoding
 
     def make(_corpus_id: str, text: str) -> list[Span]:
         decoded, starts = enc.decode_with_offsets(enc.encode_ordinary(text))
