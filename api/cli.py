@@ -233,6 +233,12 @@ from api.migration.command import migrate as _migrate  # noqa: E402
 app.command("migrate")(_migrate)
 
 
+# --- check command (owned by api.integrity) ---
+from api.integrity.command import check as _check  # noqa: E402
+
+app.command("check")(_check)
+
+
 def main() -> None:  # pragma: no cover
     app(prog_name="autonote")
 
