@@ -17,7 +17,9 @@ from api.services.chunking.pieces import Piece
 from api.services.chunking.text import SourceText
 from api.services.chunking.token_index import TokenIndex
 
-PROSE = ("sentence", "line", "word", "token")
+# Prose: sentences that start a line first (paragraph starts in one-line-per-paragraph
+# text), then any sentence, then lines, words and tokens.
+PROSE = ("sentence_line", "sentence", "line", "word", "token")
 LINES = ("line", "sentence", "word", "token")
 CODE_LINES = ("line", "word", "token")
 
@@ -29,6 +31,7 @@ class TextSplitter:
         self.src = src
         self.index = index
         self._cuts = {
+            "sentence_line": lambda a, b: src.sentence_cuts(a, b, at_line_start=True),
             "sentence": src.sentence_cuts,
             "line": src.line_cuts,
             "word": src.word_cuts,

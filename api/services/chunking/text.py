@@ -203,9 +203,12 @@ class SourceText:
         ws = _IS_WS[seg]
         return np.flatnonzero(ws[:-1] & ~ws[1:]) + (start + 1)
 
-    def sentence_cuts(self, start: int, end: int) -> np.ndarray:
+    def sentence_cuts(self, start: int, end: int, *, at_line_start: bool = False) -> np.ndarray:
         """Starts of sentences: a word whose preceding word ends with . ! or ? (optionally
-        followed by closing quotes/brackets), or text after a CJK full stop."""
+        followed by closing quotes/brackets), or text after a CJK full stop. With
+        `at_line_start`, only sentences that also start a line: in text whose paragraphs are
+        single lines without blank lines between them (plain-text exports), these are the
+        paragraph starts, better cuts than sentences in the middle of a paragraph."""
         seg = self.arr[start:end]
         cuts = np.zeros(0, dtype=np.int64)
         if len(seg) >= 2:
@@ -228,7 +231,14 @@ class SourceText:
                 segment = self.data[start:end]
                 if b"<br" in segment or b"</br" in segment:
                     ends = _after_break_tags(self.data, words, ends)
-                cuts = np.unique(words[ends])
-        if seg.max(initial=0) >= 0x80:
+                starts, before = words[ends], last[ends]
+                if at_line_start:
+                    newlines = np.flatnonzero(seg == 10) + start
+                    crossed = np.searchsorted(newlines, starts) - np.searchsorted(
+                        newlines, before, side="right"
+                    )
+                    starts = starts[crossed > 0]
+                cuts = np.unique(starts)
+        if seg.max(initial=0) >= 0x80 and not at_line_start:
             cuts = np.union1d(cuts, _cjk_sentence_ends(seg) + start)
         return cuts[(cuts > start) & (cuts < end)]

@@ -273,6 +273,17 @@ def test_oversized_paragraph_splits_at_sentences() -> None:
     assert all(c.token_count <= 80 for c in chunks)
 
 
+def test_one_line_paragraphs_are_cut_at_line_starts() -> None:
+    # Plain-text exports put each paragraph on one line with no blank line between them:
+    # markdown sees one paragraph, but the cuts should still fall between those lines.
+    lines = [f"Paragraph {i} starts here. " + LOREM.strip() for i in range(10)]
+    text = "\n".join(lines)
+    chunks = chunk(text, max_chunk_tokens=100, min_chunk_tokens=0)
+    assert len(chunks) > 1
+    assert all(c.content_md.startswith("Paragraph ") for c in chunks)
+    assert all(c.content_md.endswith("tokens.") for c in chunks)
+
+
 def test_balanced_split_leaves_no_tiny_tail() -> None:
     text = "## P\n\n" + " ".join(["This is a test sentence."] * 50)
     sizes = [c.token_count for c in chunk(text, max_chunk_tokens=50)]
