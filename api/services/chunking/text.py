@@ -85,13 +85,16 @@ def _utf8_size(lead: int) -> int:
 class SourceText:
     """A note's text, its UTF-8 bytes and the map between byte and character offsets."""
 
-    __slots__ = ("_cum_extra", "_lead_bytes", "_lead_chars", "arr", "data", "is_ascii", "text")
+    __slots__ = (
+        "_cum_extra", "_cuts", "_lead_bytes", "_lead_chars", "arr", "data", "is_ascii", "text",
+    )  # fmt: skip
 
     def __init__(self, text: str) -> None:
         self.text = sanitize(text)
         self.data = self.text.encode("utf-8")
         self.arr = np.frombuffer(self.data, dtype=np.uint8)
         self.is_ascii = len(self.data) == len(self.text)
+        self._cuts: dict[str, np.ndarray] = {}
         if self.is_ascii:
             empty = np.zeros(0, dtype=np.int64)
             self._lead_bytes, self._lead_chars = empty, empty
@@ -188,20 +191,15 @@ class SourceText:
         return pos
 
     # Candidate cuts: byte offsets strictly inside (start, end) where a piece may begin.
+    # Each kind is computed once for the whole note (lazily, vectorised) and sliced per span.
 
     def line_cuts(self, start: int, end: int) -> np.ndarray:
         """Starts of lines."""
-        seg = self.arr[start:end]
-        cuts = np.flatnonzero(seg == 10) + (start + 1)
-        return cuts[cuts < end]
+        return self._slice("line", start, end)
 
     def word_cuts(self, start: int, end: int) -> np.ndarray:
         """Starts of words (a non-whitespace byte after whitespace)."""
-        seg = self.arr[start:end]
-        if len(seg) < 2:
-            return np.zeros(0, dtype=np.int64)
-        ws = _IS_WS[seg]
-        return np.flatnonzero(ws[:-1] & ~ws[1:]) + (start + 1)
+        return self._slice("word", start, end)
 
     def sentence_cuts(self, start: int, end: int, *, at_line_start: bool = False) -> np.ndarray:
         """Starts of sentences: a word whose preceding word ends with . ! or ? (optionally
@@ -209,36 +207,48 @@ class SourceText:
         `at_line_start`, only sentences that also start a line: in text whose paragraphs are
         single lines without blank lines between them (plain-text exports), these are the
         paragraph starts, better cuts than sentences in the middle of a paragraph."""
-        seg = self.arr[start:end]
-        cuts = np.zeros(0, dtype=np.int64)
-        if len(seg) >= 2:
-            ws = _IS_WS[seg]
-            # Offsets where whitespace starts or ends; a word start's previous flip is the
-            # start of the blank run before it, so the byte before that flip ends the
-            # previous word.
-            flips = np.flatnonzero(ws[1:] != ws[:-1]) + 1
-            word_flip = np.flatnonzero(~ws[flips])  # indexes (into flips) of word starts
-            word_flip = word_flip[word_flip > 0]
-            if len(word_flip):
-                words = flips[word_flip] + start
-                last = flips[word_flip - 1] + (start - 1)
-                arr = self.arr
-                c1 = arr[last]
-                c0 = arr[np.maximum(last - 1, 0)]
-                c00 = arr[np.maximum(last - 3, 0)]
-                closed = _IS_CLOSER[c1] & (_IS_TERMINAL[c0] | _IS_TERMINAL[c00])
-                ends = np.flatnonzero(_IS_TERMINAL[c1] | closed)
-                segment = self.data[start:end]
-                if b"<br" in segment or b"</br" in segment:
-                    ends = _after_break_tags(self.data, words, ends)
-                starts, before = words[ends], last[ends]
-                if at_line_start:
-                    newlines = np.flatnonzero(seg == 10) + start
-                    crossed = np.searchsorted(newlines, starts) - np.searchsorted(
-                        newlines, before, side="right"
-                    )
-                    starts = starts[crossed > 0]
-                cuts = np.unique(starts)
-        if seg.max(initial=0) >= 0x80 and not at_line_start:
-            cuts = np.union1d(cuts, _cjk_sentence_ends(seg) + start)
-        return cuts[(cuts > start) & (cuts < end)]
+        return self._slice("sentence_line" if at_line_start else "sentence", start, end)
+
+    def _slice(self, kind: str, start: int, end: int) -> np.ndarray:
+        cuts = self._cuts.get(kind)
+        if cuts is None:
+            self._compute_cuts()
+            cuts = self._cuts[kind]
+        lo = int(np.searchsorted(cuts, start, side="right"))
+        hi = int(np.searchsorted(cuts, end, side="left"))
+        return cuts[lo:hi]
+
+    def _compute_cuts(self) -> None:
+        arr = self.arr
+        empty = np.zeros(0, dtype=np.int64)
+        self._cuts = {"line": np.flatnonzero(arr == 10).astype(np.int64) + 1}
+        if len(arr) < 2:
+            self._cuts.update(word=empty, sentence=empty, sentence_line=empty)
+            return
+        ws = _IS_WS[arr]
+        # Offsets where whitespace starts or ends. A word start's previous flip is the start
+        # of the blank run before it, so the byte before that flip ends the previous word.
+        flips = np.flatnonzero(ws[1:] != ws[:-1]) + 1
+        word_flip = np.flatnonzero(~ws[flips])  # indexes (into flips) of word starts
+        words = flips[word_flip]
+        self._cuts["word"] = words
+        word_flip = word_flip[word_flip > 0]
+        starts = before = empty
+        if len(word_flip):
+            followers = flips[word_flip]
+            last = flips[word_flip - 1] - 1
+            c1 = arr[last]
+            c0 = arr[np.maximum(last - 1, 0)]
+            c00 = arr[np.maximum(last - 3, 0)]
+            closed = _IS_CLOSER[c1] & (_IS_TERMINAL[c0] | _IS_TERMINAL[c00])
+            ends = np.flatnonzero(_IS_TERMINAL[c1] | closed)
+            if b"<br" in self.data or b"</br" in self.data:
+                ends = _after_break_tags(self.data, followers, ends)
+            starts, before = followers[ends], last[ends]
+        newlines = self._cuts["line"] - 1
+        crossed = np.searchsorted(newlines, starts) - np.searchsorted(newlines, before, "right")
+        self._cuts["sentence_line"] = np.unique(starts[crossed > 0])
+        sentence = np.unique(starts)
+        if not self.is_ascii:
+            sentence = np.union1d(sentence, _cjk_sentence_ends(arr))
+        self._cuts["sentence"] = sentence
