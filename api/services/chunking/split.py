@@ -3,8 +3,9 @@
 Order of preference, each level tried only for a piece the previous level left too big:
 top-level blocks (paragraphs, lists, code, tables, quotes, HTML) → the children of a list,
 block quote or list item (so a list is cut only between items, and an item only when it
-alone is too big) → sentences → lines → words → tokens. Code blocks and tables are kept
-whole up to their own, larger limits (see `split_code` for what happens beyond them).
+alone is too big) → text levels (`split_text`: for prose, sentences that start a line,
+then any sentence, lines, words, tokens; lines first for HTML and code). Code blocks and
+tables are kept whole up to their own, larger limits (see `split_code` beyond them).
 Consecutive blocks are packed into balanced groups (`packing.pack`), and pieces smaller than
 `min_chunk_tokens` are merged into a neighbour when the union still fits.
 """

@@ -1,4 +1,4 @@
-"""The text-level fallbacks: sentences, lines, words and finally tokens.
+"""The text-level fallbacks: sentences, lines, words and finally tokens (see PROSE/LINES).
 
 Used for a paragraph, HTML block, deeply nested container or table row that is too big on
 its own. Every level returns ranges that cover the span exactly (nothing is dropped); a range
