@@ -231,6 +231,10 @@ def _chunk_problems(
         problem = vector_problem(chunk.get("embedding"), dims) if dims else "unknown dimensions"
         if problem:
             acc.add("bad_vector", f"chunk {cid}: {problem}", cid, delete=True)
+    if chunk.get("note_version") != int(note.get("version") or 1):
+        # The note was edited since: its text is the next version's, these chunks still
+        # (rightly) describe the indexed one until the reconciler flips.
+        return
     content = note.get("content_md") or ""
     problem = _offsets_problem(chunk, content)
     if problem:

@@ -343,3 +343,9 @@ def test_report_counts_examples_and_renders() -> None:
     text = out.getvalue()
     assert "chunk_count VIOLATION" in text and "failed listed" in text
     assert "result: 1 violation(s)" in text
+
+
+def test_an_edited_note_is_not_compared_with_its_previous_versions_chunks() -> None:
+    # Edited to version 3 (queued): the indexed chunks describe version 2's text.
+    n = note(version=3, index_status="pending", content_md="Completely new text.")
+    assert check_note(n, [chunk(n, 0), chunk(n, 1)], EXPECT) == []
