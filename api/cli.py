@@ -22,6 +22,10 @@ users_app = typer.Typer(help="Manage users and API keys.", no_args_is_help=True)
 app.add_typer(users_app, name="users")
 indexes_app = typer.Typer(help="Manage the Atlas Search indexes.", no_args_is_help=True)
 app.add_typer(indexes_app, name="indexes")
+eval_app = typer.Typer(
+    help="Measure retrieval quality (Recall@k, MRR) on a labelled dataset.", no_args_is_help=True
+)
+app.add_typer(eval_app, name="eval")
 
 
 def settings_or_exit() -> Settings:
@@ -237,6 +241,14 @@ app.command("migrate")(_migrate)
 from api.integrity.command import check as _check  # noqa: E402
 
 app.command("check")(_check)
+
+
+# --- eval commands (scripts.evaluate_retrieval, scripts.optimize_chunk_size) ---
+from scripts.evaluate_retrieval import evaluate_command as _evaluate  # noqa: E402
+from scripts.optimize_chunk_size import optimize_command as _optimize  # noqa: E402
+
+eval_app.command("run")(_evaluate)
+eval_app.command("optimize-chunk-size")(_optimize)
 
 
 def main() -> None:  # pragma: no cover
