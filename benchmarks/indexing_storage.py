@@ -2,7 +2,7 @@
 
 (d) The OpenAI connector (`OpenAIEmbedder`, real `openai` client) against the local
 OpenAI-compatible stub (`tests/stubs`), driven by the reconciler: how many HTTP requests it
-sends for ~1 000 chunks, (i) as one 1 000-section note and (ii) as 100 notes of 10
+sends for ~1 000 chunks, (i) as one 1 000-section note and (ii) as 50 notes of 20
 sections. Against it, the roadmap's design simulated through the same client: one
 `embed([text])` call per chunk, in sequence. Requests are counted by the stub.
 
@@ -46,12 +46,12 @@ class RequestsRow:
 
 
 def request_scenarios(total_sections: int = 1000) -> dict[str, list[tuple[str, str]]]:
-    """Notes (title, markdown) with one chunk per section: one big note, and 10-section notes."""
+    """Notes (title, markdown) with one chunk per section: one big note, and 20-section notes."""
     import random
 
     rng = random.Random(11)
     sections = [f"## Topic {i}\n\n{paragraph(rng, (2, 4))}\n" for i in range(total_sections)]
-    per_note = 10
+    per_note = 20
     small = [
         (f"Small note {j}", "\n".join(sections[j * per_note : (j + 1) * per_note]))
         for j in range(total_sections // per_note)

@@ -4,7 +4,7 @@ The real server (`autonote serve`: uvicorn + the app factory, default INFO JSON 
 in a subprocess on 127.0.0.1 against an embedded SecantusDB started in a temp data dir; this
 process drives it with httpx over keep-alive connections. With 1 000 realistic notes
 (1–20 KB markdown, log-uniform) it measures create / get / list (pages of 20, with and
-without a tag filter, full cursor walks) / patch (content change, tag-only) sequentially and
+without a tag filter, random pages) / patch (content change, tag-only) sequentially and
 at concurrency 8, in two modes on the same corpus:
 
 - `workers_on` — the default: two in-process indexing loops chunk and embed (local ONNX
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import math
+import os
 import random
 import tempfile
 import time
@@ -34,12 +34,14 @@ from typing import Any
 
 import httpx
 from bson import ObjectId
-from pymongo import AsyncMongoClient, MongoClient
+from pymongo import MongoClient
 
-from benchmarks.common import machine_note, markdown_table, update_section
+from benchmarks.common import update_section
 from benchmarks.notes_api_load import (
     FILTER_TAG,
+    PAGE,
     Job,
+    MongoOp,
     NoteSpec,
     PhaseResult,
     Recorder,
@@ -48,22 +50,15 @@ from benchmarks.notes_api_load import (
     http_client,
     make_corpus,
     run_jobs,
+    run_pymongo,
 )
-from benchmarks.service_harness import (
-    ADMIN_TOKEN,
-    LatencySummary,
-    drop_database,
-    embedded_server,
-    ratio,
-    summarize,
-)
+from benchmarks.notes_api_report import report
+from benchmarks.service_harness import ADMIN_TOKEN, drop_database, embedded_server
 
-COMMAND = ".venv/bin/python -m benchmarks.notes_api"
 MODES: dict[str, dict[str, str]] = {
     "workers_on": {"CHUNKING_ENABLED": "true"},
     "chunking_disabled": {"CHUNKING_ENABLED": "false"},
 }
-PAGE = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,14 +66,19 @@ class Sizes:
     """How much work each phase does."""
 
     notes: int = 1000
-    baseline: int = 300  # per baseline, per concurrency level, before and after the routes
-    gets: int = 500  # per concurrency level
-    list_requests: int = 150  # at least this many page requests per level and filter
+    baseline: int = 150  # per baseline, per concurrency level, before and after the routes
+    gets: int = 200  # per concurrency level
+    list_requests: int = 60  # random pages per concurrency level and filter
+    patches: int = 100  # per kind and concurrency level, each on a note not patched before
     concurrency: int = 8
+
+    def __post_init__(self) -> None:
+        if 4 * self.patches > self.notes:
+            raise ValueError("4 PATCH series need 4 × patches distinct notes")
 
     @classmethod
     def quick(cls) -> Sizes:
-        return cls(notes=40, baseline=30, gets=40, list_requests=8, concurrency=4)
+        return cls(notes=40, baseline=30, gets=40, list_requests=8, patches=10, concurrency=4)
 
 
 @dataclass
@@ -91,6 +91,8 @@ class ModeResult:
     notes_total: int = 0
     chunks: int = 0
     wall_s: float = 0.0
+    load: list[float] = field(default_factory=list)  # 1-min load average, start and end
+    list_plan: str = ""
 
     def add(self, route: str, result: PhaseResult) -> None:
         key = (route, result.concurrency)
@@ -118,44 +120,27 @@ def _request_job(method: str, url: str, expect: int = 200, **kwargs: Any) -> Job
     return job
 
 
-def _walk_job(tag: str | None) -> Job:
-    """One full cursor walk of the listing, a page of 20 at a time."""
+async def _page_cursors(client: httpx.AsyncClient, tag: str | None) -> list[str | None]:
+    """The cursor of every page of the listing (None = first page), from one untimed walk."""
+    cursors: list[str | None] = [None]
+    params: dict[str, Any] = {"limit": PAGE, **({"tag": tag} if tag else {})}
+    while True:
+        resp = await client.get("/v1/notes", params=params)
+        resp.raise_for_status()
+        cursor = resp.json()["next_cursor"]
+        if not cursor:
+            return cursors
+        cursors.append(cursor)
+        params["cursor"] = cursor
 
-    async def job(client: httpx.AsyncClient, rec: Recorder) -> None:
-        params: dict[str, Any] = {"limit": PAGE, **({"tag": tag} if tag else {})}
-        while True:
-            page = (await rec.call(client, "GET", "/v1/notes", params=params)).json()
-            if not page["next_cursor"]:
-                return
-            params["cursor"] = page["next_cursor"]
 
-    return job
-
-
-async def _find_one_baseline(
-    mongo_url: str, db_name: str, ids: list[ObjectId], concurrency: int
-) -> PhaseResult:
-    """A bare PyMongo `find_one({_id})` of a note, from this process, same server."""
-    client: AsyncMongoClient = AsyncMongoClient(mongo_url, maxPoolSize=max(concurrency, 1))
-    try:
-        coll = client[db_name].notes
-        await coll.find_one({"_id": ids[0]})  # connect outside the timing
-        pending = iter(ids)
-        samples: list[float] = []
-
-        async def worker() -> None:
-            for oid in pending:
-                start = time.perf_counter()
-                doc = await coll.find_one({"_id": oid})
-                samples.append(time.perf_counter() - start)
-                if doc is None:
-                    raise RuntimeError(f"note {oid} missing")
-
-        start = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        return PhaseResult(samples, time.perf_counter() - start, concurrency)
-    finally:
-        await client.close()
+def _page_job(tag: str | None, cursor: str | None) -> Job:
+    params: dict[str, Any] = {"limit": PAGE}
+    if tag:
+        params["tag"] = tag
+    if cursor:
+        params["cursor"] = cursor
+    return _request_job("GET", "/v1/notes", params=params)
 
 
 async def _baselines(
@@ -163,14 +148,39 @@ async def _baselines(
     ids: list[str], sizes: Sizes, rng: random.Random,
 ) -> None:
     oids = [ObjectId(i) for i in ids]
+    author = await _author_of(mongo_url, db_name, oids[0])
     for conc in (1, sizes.concurrency):
         async with http_client(app.url, conc, headers) as client:
             for route in ("/healthz", "/readyz"):
                 jobs = [_request_job("GET", route) for _ in range(sizes.baseline)]
                 await run_jobs(client, jobs[: conc * 2], conc)  # warm the connections
                 result.add(f"GET {route}", await run_jobs(client, jobs, conc))
-        picks = [rng.choice(oids) for _ in range(sizes.baseline)]
-        result.add("PyMongo find_one", await _find_one_baseline(mongo_url, db_name, picks, conc))
+        finds = [_find_one(rng.choice(oids)) for _ in range(sizes.baseline)]
+        result.add("PyMongo find_one", await run_pymongo(mongo_url, db_name, finds, conc))
+        query = {"author_id": author, "status": "active"}
+        lists = [_list_first_page(query) for _ in range(max(4, sizes.baseline // 5))]
+        result.add(f"PyMongo list query (page of {PAGE})",
+                   await run_pymongo(mongo_url, db_name, lists, conc))
+
+
+def _find_one(oid: ObjectId) -> MongoOp:
+    async def op(notes: Any) -> None:
+        if await notes.find_one({"_id": oid}) is None:
+            raise RuntimeError(f"note {oid} missing")
+
+    return op
+
+
+LIST_SORT = [("created_at", -1), ("_id", -1)]
+
+
+def _list_first_page(query: dict[str, Any]) -> MongoOp:
+    """The repository's listing query (filter, projection, sort, limit+1), first page."""
+
+    async def op(notes: Any) -> None:
+        await notes.find(query, {"content_md": 0}).sort(LIST_SORT).limit(PAGE + 1).to_list()
+
+    return op
 
 
 async def _routes(
@@ -181,31 +191,61 @@ async def _routes(
     by_id = dict(zip(ids, corpus, strict=True))
     shuffled = ids[:]
     rng.shuffle(shuffled)
-    halves = (shuffled[: len(ids) // 2], shuffled[len(ids) // 2 :])
-    n_tagged = sum(FILTER_TAG in s.tags for s in corpus)
+    async with http_client(app.url, 1, headers) as client:
+        cursors = {tag: await _page_cursors(client, tag) for tag in (None, FILTER_TAG)}
     for conc in conc_levels:
         async with http_client(app.url, conc, headers) as client:
             gets = [_request_job("GET", f"/v1/notes/{rng.choice(ids)}") for _ in range(sizes.gets)]
             result.add("GET /v1/notes/{id}", await run_jobs(client, gets, conc))
-            for label, tag, matching in (("", None, len(ids)), (" ?tag=", FILTER_TAG, n_tagged)):
-                pages = max(1, math.ceil(matching / PAGE))
-                walks = max(conc, math.ceil(sizes.list_requests / pages))
-                jobs = [_walk_job(tag) for _ in range(walks)]
-                result.add(f"GET /v1/notes{label}{tag or ''} (page of {PAGE})",
+            for tag, pages in cursors.items():
+                jobs = [_page_job(tag, rng.choice(pages)) for _ in range(sizes.list_requests)]
+                label = f" ?tag={tag}" if tag else ""
+                result.add(f"GET /v1/notes{label} (random page of {PAGE})",
                            await run_jobs(client, jobs, conc))
-    for conc, half in zip(conc_levels, halves, strict=True):
+    for level, conc in enumerate(conc_levels):
+        # Each PATCH series edits notes no other series touched.
+        lo = 2 * level * sizes.patches
+        content_ids = shuffled[lo : lo + sizes.patches]
+        tag_ids = shuffled[lo + sizes.patches : lo + 2 * sizes.patches]
         async with http_client(app.url, conc, headers) as client:
             content_jobs = [
                 _request_job("PATCH", f"/v1/notes/{i}",
                              json={"content_md": edited_content(by_id[i].content_md, n)})
-                for n, i in enumerate(half)
+                for n, i in enumerate(content_ids)
             ]
             result.add("PATCH content (version +1)", await run_jobs(client, content_jobs, conc))
             tag_jobs = [
                 _request_job("PATCH", f"/v1/notes/{i}", json={"tags": [*by_id[i].tags, "done"]})
-                for i in half
+                for i in tag_ids
             ]
             result.add("PATCH tags only", await run_jobs(client, tag_jobs, conc))
+
+
+async def _author_of(mongo_url: str, db_name: str, oid: ObjectId) -> ObjectId:
+    client: MongoClient = MongoClient(mongo_url)
+    try:
+        return client[db_name].notes.find_one({"_id": oid}, {"author_id": 1})["author_id"]
+    finally:
+        client.close()
+
+
+def list_plan(mongo_url: str, db_name: str) -> str:
+    """What the server does for the first listing page: plan stages and documents read."""
+    client: MongoClient = MongoClient(mongo_url)
+    try:
+        notes = client[db_name].notes
+        author = notes.find_one({}, {"author_id": 1})["author_id"]
+        cursor = notes.find({"author_id": author, "status": "active"}, {"content_md": 0})
+        plan = cursor.sort(LIST_SORT).limit(PAGE + 1).explain()
+    finally:
+        client.close()
+    stages, node = [], plan.get("queryPlanner", {}).get("winningPlan", {})
+    while node:
+        stages.append(node.get("stage", "?"))
+        node = node.get("inputStage")
+    stats = plan.get("executionStats", {})
+    return (f"plan {' ← '.join(stages)}; {stats.get('totalDocsExamined', '?')} documents "
+            f"examined, {stats.get('nReturned', '?')} returned by the scan, for a page of {PAGE}")
 
 
 async def run_mode(
@@ -226,7 +266,7 @@ async def run_mode(
         "LOG_JSON": "true",
         **MODES[mode],
     }
-    result = ModeResult(mode)
+    result = ModeResult(mode, load=[os.getloadavg()[0]])
     rng = random.Random(7)
     started = time.perf_counter()
     with ServedApp(env, work_dir / f"server-{mode}.log") as app:
@@ -245,7 +285,9 @@ async def run_mode(
         await _baselines(result, app, headers, mongo_url, db_name, ids, sizes, rng)
         await _routes(result, app, headers, corpus, ids, sizes, rng)
         await _baselines(result, app, headers, mongo_url, db_name, ids, sizes, rng)
+        result.list_plan = list_plan(mongo_url, db_name)
         result.wall_s = time.perf_counter() - started
+        result.load.append(os.getloadavg()[0])
         client_sync: MongoClient = MongoClient(mongo_url)
         try:
             db = client_sync[db_name]
@@ -258,71 +300,6 @@ async def run_mode(
             client_sync.close()
     drop_database(mongo_url, db_name)
     return result
-
-
-BASELINES = ("GET /healthz", "GET /readyz", "PyMongo find_one")
-
-
-def mode_table(result: ModeResult) -> str:
-    """One markdown table: every series with its percentiles and baseline ratios."""
-    rows = []
-    for (route, conc), phase in result.phases.items():
-        s: LatencySummary = summarize(phase.samples)
-        health = summarize(result.phases[("GET /healthz", conc)].samples).p50
-        find = summarize(result.phases[("PyMongo find_one", conc)].samples).p50
-        rows.append([route, conc, *s.row(), f"{phase.throughput:.0f}",
-                     ratio(s.p50, health), ratio(s.p50, find)])
-    rows.sort(key=lambda r: (r[0] not in BASELINES, r[1]))
-    headers = ["series", "conc.", "n", "P50 ms", "P95 ms", "P99 ms", "req/s",
-               "P50 ÷ healthz", "P50 ÷ find_one"]
-    return markdown_table(headers, rows)
-
-
-def load_table(results: dict[str, ModeResult]) -> str:
-    """P50 and P95 with the background indexer on, relative to the API alone."""
-    on, off = results.get("workers_on"), results.get("chunking_disabled")
-    if on is None or off is None:
-        return ""
-    rows = []
-    for key, phase in off.phases.items():
-        if key not in on.phases:
-            continue
-        a, b = summarize(on.phases[key].samples), summarize(phase.samples)
-        rows.append([key[0], key[1], ratio(a.p50, b.p50), ratio(a.p95, b.p95)])
-    return markdown_table(["series", "conc.", "P50 on ÷ off", "P95 on ÷ off"], rows)
-
-
-def report(results: dict[str, ModeResult], corpus: list[NoteSpec], sizes: Sizes) -> str:
-    kb = sorted(len(s.content_md.encode()) / 1024 for s in corpus)
-    parts = [
-        "## Notes API latency (issue 2)",
-        "",
-        f"Reproduce: `{COMMAND}`{' --quick' if sizes.notes < 1000 else ''}. {machine_note()}",
-        "",
-        f"{len(corpus)} realistic markdown notes ({kb[0]:.1f}–{kb[-1]:.1f} KB, median "
-        f"{kb[len(kb) // 2]:.1f} KB; fenced code, lists, tables, 1–3 tags), created through "
-        f"`POST /v1/notes` (first half sequentially, second half at concurrency "
-        f"{sizes.concurrency}); list = full cursor walks, pages of {PAGE}; the tag filter "
-        f"matches ~25 % of the notes; each content PATCH sends the whole body with one new "
-        f"paragraph. Server: `autonote serve` (uvicorn, default INFO JSON logs to a file) in "
-        f"its own process, rate limit off; client: httpx keep-alive, one connection per "
-        f"concurrent worker. Throughput = requests ÷ wall time of that series. Baselines are "
-        f"measured right after the creates and again at the end; both are pooled.",
-    ]
-    for mode, result in results.items():
-        load = (
-            f"indexing ON (2 in-process loops, local ONNX model): by the end "
-            f"{result.notes_indexed}/{result.notes_total} notes were indexed at their latest "
-            f"version ({result.chunks} chunks) — every series ran under full indexing load"
-            if mode == "workers_on"
-            else "`CHUNKING_ENABLED=false`: no chunking or embedding, the API's own cost"
-        )
-        parts += ["", f"### Mode `{mode}` — {load}", "", mode_table(result),
-                  "", f"Mode wall time {result.wall_s:.0f} s."]
-    table = load_table(results)
-    if table:
-        parts += ["", "### Cost of the background indexer (same corpus, same run)", "", table]
-    return "\n".join(parts)
 
 
 async def main_async(modes: list[str], sizes: Sizes, mongo_url: str | None) -> str:

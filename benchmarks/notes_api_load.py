@@ -34,6 +34,7 @@ BYTES_PER_LINE = 82
 TAG_POOL = tuple(f"project-{i}" for i in range(10))
 FILTER_TAG = "shared"  # on ~25 % of the notes: the tag-filtered listing's selectivity
 FILTER_SHARE = 0.25
+PAGE = 20  # notes per listing page
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +52,7 @@ def make_corpus(n: int, seed: int = 2, min_kb: float = 1.0, max_kb: float = 20.0
     notes = []
     for i in range(n):
         kb = math.exp(rng.uniform(math.log(min_kb), math.log(max_kb)))
-        lines = max(12, round(kb * 1024 / BYTES_PER_LINE))
+        content = _note_of_size(kb * 1024, seed * 100_003 + i)
         tags = [rng.choice(TAG_POOL)]
         if rng.random() < FILTER_SHARE:
             tags.append(FILTER_TAG)
@@ -60,11 +61,23 @@ def make_corpus(n: int, seed: int = 2, min_kb: float = 1.0, max_kb: float = 20.0
         notes.append(
             NoteSpec(
                 title=f"Note {i}: {rng.choice(('runbook', 'meeting', 'design', 'journal'))}",
-                content_md=realistic_note(lines, seed=seed * 100_003 + i),
+                content_md=content,
                 tags=list(dict.fromkeys(tags)),
             )
         )
     return notes
+
+
+def _note_of_size(target_bytes: float, seed: int) -> str:
+    """A realistic note within 10 % of `target_bytes` (line count refined from a first try)."""
+    lines = max(8, round(target_bytes / BYTES_PER_LINE))
+    for _ in range(6):
+        text = realistic_note(lines, seed=seed)
+        size = len(text.encode())
+        if abs(size - target_bytes) <= 0.1 * target_bytes:
+            break
+        lines = max(8, round(lines * target_bytes / size))
+    return text
 
 
 def edited_content(content: str, n: int) -> str:
@@ -193,6 +206,36 @@ async def run_jobs(
     start = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     return PhaseResult(recorder.samples, time.perf_counter() - start, concurrency)
+
+
+MongoOp = Callable[[Any], Awaitable[None]]
+
+
+async def run_pymongo(
+    mongo_url: str, db_name: str, ops: list[MongoOp], concurrency: int
+) -> PhaseResult:
+    """Time each op (a PyMongo call on the `notes` collection, from this process, straight
+    to the same server) with `concurrency` workers: the database floor under a route."""
+    from pymongo import AsyncMongoClient
+
+    client: AsyncMongoClient = AsyncMongoClient(mongo_url, maxPoolSize=max(concurrency, 1))
+    try:
+        notes = client[db_name].notes
+        await notes.find_one({}, {"_id": 1})  # connect outside the timing
+        pending = iter(ops)
+        samples: list[float] = []
+
+        async def worker() -> None:
+            for op in pending:
+                start = time.perf_counter()
+                await op(notes)
+                samples.append(time.perf_counter() - start)
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return PhaseResult(samples, time.perf_counter() - start, concurrency)
+    finally:
+        await client.close()
 
 
 def http_client(base_url: str, concurrency: int, headers: dict[str, str]) -> httpx.AsyncClient:

@@ -24,8 +24,9 @@ from benchmarks.indexing_notes import (
     typo_fix,
 )
 from benchmarks.indexing_storage import chunk_docs, run_bytes, run_requests
-from benchmarks.notes_api import Sizes, mode_table, run_mode
+from benchmarks.notes_api import Sizes, run_mode
 from benchmarks.notes_api_load import FILTER_TAG, make_corpus
+from benchmarks.notes_api_report import mode_table
 from benchmarks.sample_note import realistic_note
 from benchmarks.service_harness import summarize
 
@@ -126,6 +127,10 @@ async def test_edit_latency_and_full_baseline(make_settings: Any) -> None:
     assert len(result.edit_s) == 2 and len(result.full_s) == 1
     assert all(n >= 1 for n in result.edit_embedded)
     assert result.full_embedded[0] == result.chunks > max(result.edit_embedded)
+    # Search is wired into the app: the edited text must also come back from it.
+    assert result.search.startswith("included"), result.search
+    assert len(result.search_s) == 2
+    assert all(s >= e for s, e in zip(result.search_s, result.edit_s, strict=True))
     assert "P50 ÷ edit P50" in indexing_report.report_latency(result)
 
 
@@ -140,12 +145,13 @@ async def test_throughput_in_process_loops(make_settings: Any, tmp_path: Path) -
 async def test_openai_requests_batched_vs_roadmap(make_settings: Any, openai_stub: Any) -> None:
     settings = make_settings(embedding_provider="openai", openai_api_key="sk-test",
                              openai_base_url=openai_stub.base_url, autonote_index_workers=0)
-    rows = await run_requests(settings, openai_stub, total_sections=20)
+    rows = await run_requests(settings, openai_stub, total_sections=40)
     got = {(r.scenario, r.path.split(":")[0].split(" ")[0]): r.requests for r in rows}
-    assert got[("1 note × 20 sections", "reconciler")] == 1
-    assert got[("2 notes × 10 sections", "reconciler")] == 2
-    assert got[("1 note × 20 sections", "roadmap")] == 20
-    assert all(r.chunks == 20 for r in rows)
+    assert got[("1 note × 40 sections", "reconciler")] == 1
+    assert got[("2 notes × 20 sections", "reconciler")] == 2
+    assert got[("2 notes × 20 sections", "embed()")] == 2
+    assert got[("1 note × 40 sections", "roadmap")] == 40
+    assert all(r.chunks == 40 for r in rows)
     assert "requests / 1 000 chunks" in indexing_report.report_requests(rows)
 
 
