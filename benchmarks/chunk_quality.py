@@ -224,6 +224,8 @@ def default_specs(embedder: Any) -> list[ChunkerSpec]:
         # (≈ 2 380 chunks, ≈ 138 cl100k tokens), isolating boundary quality from chunk size.
         ChunkerSpec("ours 180 (MiniLM, size-matched to baseline)",
                     lambda: ours_spans(180, local, limit), False),
+        ChunkerSpec("ours 160 (MiniLM word pieces, smaller than baseline)",
+                    lambda: ours_spans(160, local, limit), False),
         ChunkerSpec("RecursiveCharacterTextSplitter 200/0 (in-run)", recursive_token_spans, True),
         ChunkerSpec("fixed 200-token cl100k windows (in-run)", fixed_token_spans, True),
     ]
