@@ -17,10 +17,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import pickle
 import sys
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import structlog
 
 from api.config import load_settings
 from api.evaluation.dataset import Dataset, load_dataset
@@ -40,8 +44,11 @@ from benchmarks.retrieval_quality import BASE_OVERRIDES, SplitMetrics, split_run
 from benchmarks.retrieval_tuning import Trial, paired_gain, tune_on_dev
 from benchmarks.retrieval_writeup import render
 
+log = structlog.get_logger(__name__)
+
 DATA = REPO_ROOT / "benchmarks" / "data" / "retrieval"
 CACHE = DATA_DIR / "retrieval-embeddings.npz"
+RESULTS = DATA_DIR / "retrieval-results.pkl"  # the last run, for --render-only
 # The roadmap's ranking (0.7·max + 0.3·sum note score) with the RRF paper's k: the
 # reference the tuned defaults are compared with.
 ROADMAP_RANKING = RankingConfig(
@@ -65,6 +72,7 @@ class Results:
     gains: dict[str, dict[str, tuple[float, float, float]]] = field(default_factory=dict)
     latency: list[LatencyResult] = field(default_factory=list)
     corpus: str = ""
+    errors: list[str] = field(default_factory=list)
 
 
 def _datasets(args: argparse.Namespace) -> tuple[Dataset, dict[str, set[str]]]:
@@ -132,16 +140,26 @@ async def _default_corpus(
         res.corpus = f"{r.notes} notes → {r.chunks} chunks (mean {r.mean_chunk_tokens:.0f} tokens)"
         res.modes = await quality.modes(corpus, splits, SearchConfig())
         await _rankings(corpus, splits, args, res)
-        if args.skip_latency:
-            return
-        records = await corpus.chunk_records()
-        docs = await corpus.db.notes.find({}, {"title": 1, "content_md": 1, "tags": 1}).to_list()
-        notes = {str(d["_id"]): d for d in docs}
-        queries = [q.question for q in data.questions]
-        for size in args.latency_sizes:
-            res.latency.append(
-                await measure_size(corpus.db, emb.inner, records, notes, queries, size)
-            )
+        if not args.skip_latency:
+            await _stage(res, "latency", _latency(corpus, args, emb, res))
+
+
+async def _latency(corpus: EvalCorpus, args: argparse.Namespace, emb: Any, res: Results) -> None:
+    records = await corpus.chunk_records()
+    docs = await corpus.db.notes.find({}, {"title": 1, "content_md": 1, "tags": 1}).to_list()
+    notes = {str(d["_id"]): d for d in docs}
+    queries = [q.question for q in corpus.dataset.questions]
+    for size in args.latency_sizes:
+        res.latency.append(await measure_size(corpus.db, emb.inner, records, notes, queries, size))
+
+
+async def _stage(res: Results, name: str, work: Awaitable[None]) -> None:
+    """Run one stage; a failure is recorded in the report instead of losing the others."""
+    try:
+        await work
+    except Exception as exc:  # the other stages' numbers are still worth writing
+        log.warning("bench.retrieval_stage_failed", stage=name, error=repr(exc)[:300])
+        res.errors.append(f"{name}: {type(exc).__name__}: {str(exc)[:200]}")
 
 
 async def run(args: argparse.Namespace) -> Results:
@@ -151,19 +169,27 @@ async def run(args: argparse.Namespace) -> Results:
     emb = default_embedder(load_settings(log_level="WARNING", **BASE_OVERRIDES))
     if not args.no_cache:
         emb.load(CACHE)
+    search = SearchConfig()
+
+    async def chunkers(url: str) -> None:
+        res.chunkers = await quality.chunkers(
+            data, splits, mongo_url=url, embedder=emb, search=search
+        )
+
+    async def baselines(url: str) -> None:
+        res.baselines = await quality.baselines(data, splits, mongo_url=url, embedder=emb)
+
+    async def sizes(url: str) -> None:
+        res.sizes = await quality.sizes(data, splits, mongo_url=url, embedder=emb, search=search)
+
     try:
         with eval_server(args.mongodb_url) as url:
             await _default_corpus(data, splits, args, url, emb, res)
-            search = SearchConfig()
             if not args.skip_chunkers:
-                res.chunkers = await quality.chunkers(
-                    data, splits, mongo_url=url, embedder=emb, search=search
-                )
-                res.baselines = await quality.baselines(data, splits, mongo_url=url, embedder=emb)
+                await _stage(res, "chunkers", chunkers(url))
+                await _stage(res, "baselines", baselines(url))
             if not args.skip_sizes:
-                res.sizes = await quality.sizes(
-                    data, splits, mongo_url=url, embedder=emb, search=search
-                )
+                await _stage(res, "chunk sizes", sizes(url))
     finally:
         if not args.no_cache:
             emb.save(CACHE)
@@ -188,9 +214,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--skip-sizes", action="store_true")
     parser.add_argument("--no-cache", action="store_true", help="recompute every embedding")
     parser.add_argument("--no-write", action="store_true", help="print, don't touch BENCHMARKS.md")
+    parser.add_argument(
+        "--render-only",
+        action="store_true",
+        help=f"re-render the last run's saved results ({RESULTS.name}) without measuring",
+    )
     args = parser.parse_args(argv)
     configure_logging("WARNING")
-    res = asyncio.run(run(args))
+    if args.render_only:
+        res = pickle.loads(RESULTS.read_bytes())
+    else:
+        res = asyncio.run(run(args))
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_bytes(pickle.dumps(res))
     text = render(res, custom=bool(args.notes))
     print(text)
     if not args.no_write and not args.notes:

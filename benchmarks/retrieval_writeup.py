@@ -195,4 +195,7 @@ def render(res: Results, *, custom: bool = False) -> str:
             "",
         ]
     out += [published(hybrid, primary)]
+    if res.errors:
+        out += ["", "**Stages that failed in this run** (their tables are missing above):", ""]
+        out += [f"- {e}" for e in res.errors]
     return "\n".join(out)

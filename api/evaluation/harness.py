@@ -36,9 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pymongo
 import structlog
 from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import PyMongoError
 
 from api.config import Settings, load_settings
 from api.db.client import create_client, ensure_indexes
@@ -61,6 +63,7 @@ from api.users.models import User
 log = structlog.get_logger(__name__)
 
 DRAIN_TIMEOUT_S = 3600.0
+DROP_TIMEOUT_S = 600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,6 +310,17 @@ async def _report(db: AsyncDatabase, notes: int, misses: int, started: float) ->
     )
 
 
+async def _drop(client: Any, db_name: str) -> None:
+    """Drop the throwaway database. A slow or failed drop must not cost the caller its
+    results (dropping a large database on a loaded machine has taken over a minute), so
+    it gets a long timeout and a failure is logged with the name to drop by hand."""
+    try:
+        with pymongo.timeout(DROP_TIMEOUT_S):
+            await client.drop_database(db_name)
+    except PyMongoError as exc:
+        log.warning("eval.drop_failed", database=db_name, error=type(exc).__name__)
+
+
 @contextlib.asynccontextmanager
 async def open_corpus(
     dataset: Dataset,
@@ -355,7 +369,7 @@ async def open_corpus(
     finally:
         try:
             if not keep_database:
-                await client.drop_database(db_name)
+                await _drop(client, db_name)
         finally:
             await client.close()
             shutil.rmtree(data_dir, ignore_errors=True)
