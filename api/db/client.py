@@ -51,7 +51,11 @@ def create_client(
         tz_aware=True,
         serverSelectionTimeoutMS=timeout_ms,
         connectTimeoutMS=timeout_ms,
-        timeoutMS=max(timeout_ms * 5, 15_000),
+        # Not `timeoutMS`: with a client-wide operation timeout PyMongo bounds server
+        # selection by the operation's remaining time and ignores serverSelectionTimeoutMS,
+        # so with the server down every request waited the full 15 s before its 503. A
+        # socket timeout still bounds a server that accepts a request and never answers.
+        socketTimeoutMS=max(timeout_ms * 5, 15_000),
         retryWrites=True,
         event_listeners=[MongoSpanListener()],
     )
