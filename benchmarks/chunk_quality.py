@@ -32,6 +32,7 @@ import structlog
 from benchmarks.chroma_eval import Question, Scores, Span, evaluate, load_corpora, load_questions
 from benchmarks.common import (
     DATA_DIR,
+    code_revision,
     machine_note,
     markdown_table,
     no_network,
@@ -267,7 +268,7 @@ def render(results: list[Result], n_questions: int, k: int, network: list[str]) 
         "Reproduce: `.venv/bin/python -m benchmarks.chunk_quality` (embeddings cached in "
         "`benchmarks/.data/`).",
         "",
-        machine_note(),
+        machine_note() + f" Chunker at {code_revision('api/services/chunking')}.",
         "",
         f"{n_questions} questions, top {k} chunks by cosine similarity, local embedder "
         "(all-MiniLM-L6-v2 int8 ONNX). Metrics in % on character ranges as in the report "
@@ -327,6 +328,20 @@ def acceptance_lines(results: list[Result]) -> list[str]:
             f"{_pct(base.corpus.iou)} (own-corpus); all corpora: recall "
             f"{_pct(matched.global_.recall)} vs {_pct(base.global_.recall)}, IoU "
             f"{_pct(matched.global_.iou)} vs {_pct(base.global_.iou)}."
+        )
+    sweep = sorted(
+        (int(r.label.split()[1]), r) for r in results
+        if r.label.startswith("ours ") and "MiniLM" in r.label
+    )
+    if len(sweep) > 1:
+        both = [size for size, r in sweep
+                if 100 * r.corpus.recall >= TARGET_RECALL and 100 * r.corpus.iou >= TARGET_IOU]
+        out.append(
+            "- Chunk-size trade-off, ours (own-corpus recall / IoU): "
+            + "; ".join(f"{size}: {_pct(r.corpus.recall)} / {_pct(r.corpus.iou)}"
+                        for size, r in sweep)
+            + (f" → sizes meeting both targets: {both}." if both
+               else " → no measured size meets both targets.")
         )
     return out
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from benchmarks.common import (
     Timing,
+    code_revision,
     machine_note,
     markdown_table,
     no_network,
@@ -257,7 +258,8 @@ def render(
         "",
         "Reproduce: `.venv/bin/python -m benchmarks.chunking`",
         "",
-        machine_note() + " Medians of interleaved repeated runs, GC disabled while timing.",
+        machine_note() + " Medians of interleaved repeated runs, GC disabled while timing. "
+        f"Chunker at {code_revision('api/services/chunking')}.",
         "",
         LEGEND,
         "",

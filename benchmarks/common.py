@@ -21,6 +21,7 @@ import platform
 import re
 import socket
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -135,6 +136,22 @@ def machine_note() -> str:
         f"compare ratios taken in the same run, not absolute times across runs), "
         f"Python {sys.version.split()[0]}."
     )
+
+
+def code_revision(*paths: str) -> str:
+    """`git` commit of the checkout, flagged "+uncommitted" if any of `paths` differ from it."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+            text=True, check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", *paths], cwd=REPO_ROOT, capture_output=True,
+            text=True, check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown revision"
+    return f"commit {head}" + (" + uncommitted changes" if dirty else "")
 
 
 def update_section(name: str, body: str, path: Path = BENCHMARKS_MD) -> None:
