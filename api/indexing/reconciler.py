@@ -24,9 +24,10 @@ import numpy as np
 import structlog
 from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import OperationFailure
+from pymongo.errors import OperationFailure, PyMongoError
 
 from api import observability as obs
+from api.db.client import is_unavailable
 from api.indexing.cache_repository import EmbeddingCacheRepository
 from api.indexing.chunks_repository import ChunksRepository
 from api.indexing.vectors import from_bson_vector, to_bson_vector
@@ -143,7 +144,7 @@ class Reconciler:
         give_up = attempts >= self.config.max_attempts or not retryable
         delay = backoff_seconds(attempts, self.config.backoff_base_s, self.config.backoff_max_s)
         error = f"{type(exc).__name__}: {exc}"
-        await self.queue.fail(
+        await self._release_failed(
             note["_id"],
             token,
             error=error,
@@ -160,6 +161,27 @@ class Reconciler:
             exc_info=not isinstance(exc, EmbeddingError),
         )
         return IndexOutcome(note["_id"], "failed" if give_up else "pending", error=error)
+
+    async def _release_failed(
+        self, note_id: ObjectId, token: str, *, error: str, retry_at: datetime, give_up: bool
+    ) -> None:
+        """Record the failure and release the lease. The database itself may be what failed:
+        then keep trying while the lease lasts, or the note would sit unclaimable for the
+        whole lease (minutes) after the database is back."""
+        deadline = time.monotonic() + self.config.lease_s
+        delay = 0.25
+        while True:
+            try:
+                await self.queue.fail(
+                    note_id, token, error=error, retry_at=retry_at, give_up=give_up
+                )
+                return
+            except PyMongoError as exc:
+                if not is_unavailable(exc) or time.monotonic() + delay > deadline:
+                    raise
+                log.info("note.release_retry", retry_in_s=delay, error=type(exc).__name__)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
     # ---- the work ---------------------------------------------------------------------
     async def _index(self, note: dict[str, Any], token: str) -> dict[str, Any] | None:
