@@ -18,7 +18,7 @@ import re
 
 import structlog
 from pypdf import PdfReader
-from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
+from pypdf.errors import DependencyError, FileNotDecryptedError
 
 from api.importing.models import ImportFileError
 
@@ -60,9 +60,13 @@ def pdf_to_markdown(data: bytes) -> tuple[str, str | None]:
     # DependencyError: AES-encrypted, and the optional crypto library is not installed.
     except (FileNotDecryptedError, DependencyError) as exc:
         raise ImportFileError("encrypted", "the PDF is password-protected") from exc
-    # pypdf raises PdfReadError for most damage but also plain ValueError/KeyError/
-    # TypeError from deep inside object parsing; all mean "cannot read this file".
-    except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, OSError) as exc:
+    # Damaged or hostile PDFs make pypdf raise far more than PdfReadError: other PyPdfError
+    # subclasses (LimitReachedError for absurd declared sizes), NotImplementedError (an
+    # unknown stream filter), ValueError/KeyError/TypeError/IndexError from deep inside
+    # object parsing, even bare Exception. Every one means "cannot read this file" and must
+    # fail this file only, never the whole import request (found by tests/fuzz).
+    except Exception as exc:
+        log.info("importing.pdf_unreadable", error=type(exc).__name__, detail=str(exc)[:200])
         raise ImportFileError(
             "corrupt_file", f"could not read the PDF: {type(exc).__name__}"
         ) from exc
