@@ -30,4 +30,5 @@ async def search(body: SearchRequest, user: CurrentUser, container: ContainerDep
         took_ms=outcome.took_ms,
         mode=outcome.mode,
         backend=outcome.backend,
+        warning=outcome.warning,
     )

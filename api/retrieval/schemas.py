@@ -129,3 +129,8 @@ class SearchResponse(BaseModel):
     took_ms: float
     mode: Literal["hybrid", "vector", "keyword", "note_level"]
     backend: str
+    warning: str | None = Field(
+        None,
+        description="Set when results are degraded, e.g. keyword-only while the "
+        "embedding provider is unavailable",
+    )

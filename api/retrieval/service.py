@@ -15,14 +15,20 @@ import structlog
 from bson import ObjectId
 
 from api import observability as obs
+from api.errors import ServiceUnavailable
 from api.notes.repository import NotesSearchQueries
 from api.retrieval.backends import Mode, SearchBackend
 from api.retrieval.fusion import fuse_chunk_lists
 from api.retrieval.grouping import group_by_note
 from api.retrieval.models import NoteMeta, NoteResult, SearchFilters, SectionMatch, as_utc
 from api.retrieval.sync import note_meta
+from connectors.embeddings.base import EmbeddingError
 
 log = structlog.get_logger(__name__)
+
+
+class EmbeddingUnavailable(ServiceUnavailable):
+    code = "embedding_unavailable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +54,7 @@ class SearchOutcome:
     took_ms: float
     mode: Mode | Literal["note_level"]
     backend: str
+    warning: str | None = None
 
 
 class QueryEmbeddingCache:
@@ -115,7 +122,19 @@ class RetrievalService:
         if not self.chunking_enabled:
             return await self._note_level(author_id, query, limit, filters, started)
         cfg = self.ranking
-        vector = await self.embed_query(query) if mode != "keyword" else None
+        vector, warning = None, None
+        if mode != "keyword":
+            try:
+                vector = await self.embed_query(query)
+            except EmbeddingError as exc:
+                if mode == "vector":
+                    raise EmbeddingUnavailable(
+                        f"the embedding provider is unavailable ({exc}); retry, or search "
+                        "with mode=keyword"
+                    ) from exc
+                # Hybrid degrades to its keyword half rather than failing the search.
+                log.warning("search.degraded_to_keyword", error=str(exc)[:300])
+                mode, warning = "keyword", "embedding provider unavailable: keyword results only"
         k = max(cfg.candidates, limit * chunks_per_note * 4)
         lists = await self.backend.retrieve(
             author_id, query=query, vector=vector, mode=mode, k=k, filters=filters
@@ -136,7 +155,11 @@ class RetrievalService:
             took_ms=round(took, 2),
         )
         return SearchOutcome(
-            results=results, took_ms=round(took, 2), mode=mode, backend=self.backend.name
+            results=results,
+            took_ms=round(took, 2),
+            mode=mode,
+            backend=self.backend.name,
+            warning=warning,
         )
 
     async def _note_level(

@@ -205,3 +205,32 @@ async def test_bad_search_requests(api: Api) -> None:
         assert r.status_code == 422, body
         assert r.json()["error"] == "validation_error"
     assert (await api.client.post("/v1/search", json={"query": "x"})).status_code == 401
+
+
+async def test_embedding_outage_degrades_hybrid_to_keyword(
+    make_settings: Any, openai_stub: Any
+) -> None:
+    settings = make_settings(
+        embedding_provider="openai",
+        openai_api_key="sk-test",
+        openai_base_url=openai_stub.base_url,
+        openai_max_retries=1,
+    )
+    async with running_app(settings) as api:
+        h = await api.new_user()
+        n = await note(api, h, "Backups", "## Nightly\n\npg_dump runs at 02:00 UTC.")
+        openai_stub.fail_next(500, count=1000, path="/v1/embeddings")
+        body = await search(api, h, "pg_dump schedule")
+        assert body["mode"] == "keyword" and "keyword results only" in body["warning"]
+        assert body["results"][0]["note_id"] == n["id"]
+        r = await api.client.post(
+            "/v1/search", json={"query": "pg_dump", "mode": "vector"}, headers=h
+        )
+        assert r.status_code == 503 and r.json()["error"] == "embedding_unavailable"
+        assert "retry-after" in r.headers
+        chat = await api.client.post(
+            "/v1/chat", json={"message": "when does pg_dump run?"}, headers=h
+        )
+        assert chat.status_code == 200 and chat.json()["citations"]
+        openai_stub.reset()
+        assert (await search(api, h, "pg_dump schedule"))["mode"] == "hybrid"
