@@ -56,14 +56,16 @@ class Sizes:
     sections: int = 40
     edits: int = 12
     fulls: int = 2
+    latency_lines: int = 1000
     throughput_notes: int = 60
     throughput_configs: tuple[str, ...] = ("1 loop", "2 loops", "2 processes")
     request_sections: int = 1000
 
     @classmethod
     def quick(cls) -> Sizes:
-        return cls(seeds=(0,), sections=12, edits=3, fulls=1, throughput_notes=8,
-                   throughput_configs=("1 loop", "2 loops"), request_sections=60)
+        return cls(seeds=(0,), sections=12, edits=3, fulls=1, latency_lines=200,
+                   throughput_notes=8, throughput_configs=("1 loop", "2 loops"),
+                   request_sections=60)
 
 
 def pct(x: float) -> str:
@@ -212,7 +214,8 @@ async def run(parts: tuple[str, ...], sizes: Sizes, mongo_url: str, work: Path) 
         timings["a"] = time.perf_counter() - t
     if "b" in parts:
         t = time.perf_counter()
-        lat = await run_edit_latency(settings("latency"), sizes.edits, sizes.fulls)
+        lat = await run_edit_latency(settings("latency"), sizes.edits, sizes.fulls,
+                                     sizes.latency_lines)
         out += ["", "### (b) Edit-to-searchable latency", "", report_latency(lat)]
         timings["b"] = time.perf_counter() - t
     if "c" in parts:

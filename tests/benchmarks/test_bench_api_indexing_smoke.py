@@ -176,7 +176,7 @@ def test_binary_vectors_are_smaller_than_doubles(mongo_url: str, db_name: str) -
 
 
 async def test_notes_api_mode_served_over_http(mongo_url: str, tmp_path: Path) -> None:
-    sizes = Sizes(notes=6, baseline=4, gets=4, list_requests=2, concurrency=2)
+    sizes = Sizes(notes=6, baseline=4, gets=4, list_requests=2, patches=1, concurrency=2)
     result = await run_mode("chunking_disabled", mongo_url, make_corpus(6), sizes, tmp_path)
     assert result.notes_total == 6 and result.chunks == 0
     routes = {route for route, _ in result.phases}
@@ -185,4 +185,6 @@ async def test_notes_api_mode_served_over_http(mongo_url: str, tmp_path: Path) -
     assert {conc for _, conc in result.phases} == {1, 2}
     assert all(p.samples and min(p.samples) > 0 for p in result.phases.values())
     assert len(result.phases[("POST /v1/notes", 1)].samples) == 3
+    assert len(result.phases[("PATCH tags only", 2)].samples) == 1
+    assert "documents examined" in result.list_plan
     assert "P50 ÷ find_one" in mode_table(result)
