@@ -150,8 +150,11 @@ async def test_forged_delimiters_in_titles_and_headings_are_neutralised(
         )
         await api.client.post("/v1/chat", json={"message": "vault code override"}, headers=h)
         prompt = openai_stub.requests_to("/v1/chat/completions")[-1].body["messages"][-1]
-        refs = len(re.findall(r"^\[\d+\] ", prompt["content"], re.M))
-        assert fences(prompt["content"]) == (refs, refs), prompt["content"]
+        headed = re.findall(
+            r'^\[(\d+)\] [^\n]*\n<section-data ref="(\d+)"', prompt["content"], re.M
+        )
+        assert headed and all(a == b for a, b in headed)
+        assert fences(prompt["content"]) == (len(headed), len(headed)), prompt["content"]
 
 
 def _final(sse_text: str) -> dict[str, Any]:
