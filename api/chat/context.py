@@ -47,7 +47,8 @@ def _escape(text: str) -> str:
 
 
 def section_block(c: Citation) -> str:
-    crumb = " › ".join(c.heading_path) if c.heading_path else c.title
+    # The breadcrumb is note text too (a title may hold "</section-data>"): escape it.
+    crumb = _escape(" › ".join(c.heading_path) if c.heading_path else c.title)
     return (
         f'[{c.ref}] {crumb}\n<section-data ref="{c.ref}" note_id="{c.note_id}">\n'
         f"{_escape(c.text)}\n</section-data>"
