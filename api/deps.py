@@ -36,7 +36,7 @@ class Container:
     embedded: EmbeddedMongo | None = None
 
 
-def get_container(request: Request) -> Container:
+async def get_container(request: Request) -> Container:
     return request.app.state.container
 
 
@@ -84,7 +84,7 @@ async def reject_unknown_query_params(request: Request) -> None:
         )
 
 
-def get_notes_service(container: ContainerDep) -> NotesService:
+async def get_notes_service(container: ContainerDep) -> NotesService:
     return container.notes
 
 

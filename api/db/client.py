@@ -97,6 +97,11 @@ NOTE_CHUNKS_INDEXES = [
         unique=True,
     ),
     IndexModel([("author_id", ASCENDING), ("note_id", ASCENDING)], name="author_note"),
+    # Embedding reuse across an author's notes looks chunks up by the hash of their text.
+    IndexModel(
+        [("author_id", ASCENDING), ("embedding_model", ASCENDING), ("content_hash", ASCENDING)],
+        name="author_model_hash",
+    ),
 ]
 
 USERS_INDEXES = [IndexModel([("created_at", ASCENDING)], name="created_at")]

@@ -226,7 +226,7 @@ class Reconciler:
         await self.chunks.insert_version(docs)
         done = await self._complete(note, token, version, chunks, stats, written=len(docs))
         if done is not None:
-            await self._evict(note_id, version, existing)
+            await self._evict(note_id, version, existing, live={d["content_hash"] for d in docs})
         return done
 
     async def _vectors_for(
@@ -395,13 +395,18 @@ class Reconciler:
         return done
 
     async def _evict(
-        self, note_id: ObjectId, keep_version: int, existing: list[dict[str, Any]]
+        self,
+        note_id: ObjectId,
+        keep_version: int,
+        existing: list[dict[str, Any]],
+        live: set[str],
     ) -> None:
-        """Delete the note's other versions; their vectors move to the embedding cache."""
+        """Delete the note's other versions; vectors that leave `note_chunks` (not `live`
+        in the new version) move to the embedding cache."""
         old = [d for d in existing if d["note_version"] != keep_version]
         if not old:
             return
-        await self._cache_evicted(old, keep=set())
+        await self._cache_evicted(old, keep=live)
         await self.chunks.delete_other_versions(note_id, keep_version)
 
     async def _cache_evicted(self, docs: list[dict[str, Any]], keep: set[str]) -> None:

@@ -87,6 +87,10 @@ async def test_one_paragraph_edit_reembeds_only_that_chunk(api: Api) -> None:
     docs = await stored_chunks(api, note["id"])
     assert {d["note_version"] for d in docs} == {2}, "old version evicted after the swap"
     assert [d["content_hash"] for d in docs] == [c.content_hash for c in new_chunks]
+    cached = await api.container.db.embedding_cache.find({}, {"content_hash": 1}).to_list()
+    assert [c["content_hash"] for c in cached] == [
+        h for h in old_hashes if h not in {c.content_hash for c in new_chunks}
+    ], "only the vector that left note_chunks is cached, not the live ones"
 
 
 async def test_restore_and_revert_cost_no_embeddings(api: Api) -> None:
