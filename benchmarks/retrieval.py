@@ -36,12 +36,11 @@ from api.evaluation.harness import (
     open_corpus,
 )
 from api.logging import configure_logging
-from api.retrieval.service import RankingConfig
 from benchmarks import retrieval_quality as quality
 from benchmarks.common import DATA_DIR, REPO_ROOT, update_section
 from benchmarks.retrieval_latency import LatencyResult, measure_size
 from benchmarks.retrieval_quality import BASE_OVERRIDES, SplitMetrics, split_run
-from benchmarks.retrieval_tuning import Trial, paired_gain, tune_on_dev
+from benchmarks.retrieval_tuning import ROADMAP_RANKING, Trial, paired_gain, tune_on_dev
 from benchmarks.retrieval_writeup import render
 
 log = structlog.get_logger(__name__)
@@ -49,11 +48,6 @@ log = structlog.get_logger(__name__)
 DATA = REPO_ROOT / "benchmarks" / "data" / "retrieval"
 CACHE = DATA_DIR / "retrieval-embeddings.npz"
 RESULTS = DATA_DIR / "retrieval-results.pkl"  # the last run, for --render-only
-# The roadmap's ranking (0.7·max + 0.3·sum note score) with the RRF paper's k: the
-# reference the tuned defaults are compared with.
-ROADMAP_RANKING = RankingConfig(
-    rrf_k=60.0, vector_weight=1.0, keyword_weight=1.0, candidates=60, note_scorer="weighted_max_sum"
-)
 
 
 @dataclass
@@ -73,6 +67,7 @@ class Results:
     latency: list[LatencyResult] = field(default_factory=list)
     corpus: str = ""
     errors: list[str] = field(default_factory=list)
+    size_gains: dict[str, dict[str, tuple[float, float, float]]] = field(default_factory=dict)
 
 
 def _datasets(args: argparse.Namespace) -> tuple[Dataset, dict[str, set[str]]]:
@@ -119,7 +114,7 @@ async def _rankings(
         if cfg != shipped:
             for split, ids in splits.items():
                 key = f"shipped − {name} ({split})"
-                res.gains[key] = paired_gain(runs["shipped"], run, ids)
+                res.gains[key] = paired_gain(runs["shipped"].outcomes, run.outcomes, ids)
 
 
 async def _default_corpus(
@@ -180,7 +175,9 @@ async def run(args: argparse.Namespace) -> Results:
         res.baselines = await quality.baselines(data, splits, mongo_url=url, embedder=emb)
 
     async def sizes(url: str) -> None:
-        res.sizes = await quality.sizes(data, splits, mongo_url=url, embedder=emb, search=search)
+        res.sizes, res.size_gains = await quality.sizes(
+            data, splits, mongo_url=url, embedder=emb, search=search
+        )
 
     try:
         with eval_server(args.mongodb_url) as url:

@@ -16,7 +16,8 @@ Timed: `RetrievalService.search(author, question, limit=6, chunks_per_note=3)` (
 asks), end to end: query embedding with the local model (no cache hit: each question is
 asked once per size, on a fresh service), vector + BM25 retrieval, fusion, the `notes`
 re-check on the embedded database, grouping. Also timed alone: the query embedding and the
-index lookups (`LocalIndex.search_hybrid`) with a precomputed vector.
+index lookups (`LocalIndex.search_vector`, `LocalIndex.search_keyword`) with a precomputed
+vector, and the `notes` re-check query.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import gc
 import os
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -56,8 +58,10 @@ class LatencyResult:
     search: LatencySummary  # end to end, query embedding included (wall clock)
     search_cpu: LatencySummary  # this process's CPU time per search (all its threads)
     embed: LatencySummary  # query embedding alone
-    index: LatencySummary  # LocalIndex.search_hybrid alone (both retrievers)
-    index_cpu: LatencySummary
+    vector: LatencySummary  # LocalIndex.search_vector alone (k=72, as search asks)
+    vector_cpu: LatencySummary
+    keyword: LatencySummary  # LocalIndex.search_keyword alone (FTS5 BM25, k=72)
+    keyword_cpu: LatencySummary
     recheck: LatencySummary  # the `notes` re-check of 6 candidate notes (database)
     memory_bytes: int  # LocalIndex.memory_bytes()
     rss_delta_bytes: int  # process RSS growth while building the index
@@ -174,35 +178,42 @@ async def measure_size(
         for q in queries[:5]:  # warm-up: model session, SQLite pages, driver pool
             await embedder.embed([f"warm up {q}"], truncate=True)
         gc.collect()
-        total, total_cpu, embed_only, index_only, index_cpu, recheck = [], [], [], [], [], []
+        wall: dict[str, list[float]] = {n: [] for n in ("search", "embed", "vec", "kw", "meta")}
+        cpu: dict[str, list[float]] = {n: [] for n in ("search", "vec", "kw")}
         metas = NotesSearchQueries(db)
-        for q in queries:
+
+        async def timed(name: str, work: Awaitable[Any]) -> Any:
             c0, t0 = time.process_time(), time.perf_counter()
-            out = await service.search(author, q, limit=6, chunks_per_note=3)
-            total.append(time.perf_counter() - t0)
-            total_cpu.append(time.process_time() - c0)
-            t1 = time.perf_counter()
-            batch = await embedder.embed([q + " ?"], truncate=True)  # not the cached text
-            embed_only.append(time.perf_counter() - t1)
+            out = await work
+            wall[name].append(time.perf_counter() - t0)
+            if name in cpu:
+                cpu[name].append(time.process_time() - c0)
+            return out
+
+        async def call(fn: Any, *args: Any) -> Any:
+            return fn(*args)
+
+        for q in queries:
+            out = await timed("search", service.search(author, q, limit=6, chunks_per_note=3))
+            # A different text, so the embedder does the work again (no cache hit).
+            batch = await timed("embed", embedder.embed([q + " ?"], truncate=True))
             vec = np.asarray(batch.vectors[0], dtype=np.float32)
-            c2, t2 = time.process_time(), time.perf_counter()
-            index.search_hybrid(str(author), vec, q, k_vector=72, k_keyword=72)
-            index_only.append(time.perf_counter() - t2)
-            index_cpu.append(time.process_time() - c2)
+            await timed("vec", call(index.search_vector, str(author), vec, 72))
+            await timed("kw", call(index.search_keyword, str(author), q, 72))
             ids = [ObjectId(r.note_id) for r in out.results]
-            t3 = time.perf_counter()
-            await metas.active_metas(author, ids)
-            recheck.append(time.perf_counter() - t3)
+            await timed("meta", metas.active_metas(author, ids))
         stats = index.stats()
         result = LatencyResult(
             chunks=stats.chunks,
             notes=stats.notes,
-            search=summarize(total),
-            search_cpu=summarize(total_cpu),
-            embed=summarize(embed_only),
-            index=summarize(index_only),
-            index_cpu=summarize(index_cpu),
-            recheck=summarize(recheck),
+            search=summarize(wall["search"]),
+            search_cpu=summarize(cpu["search"]),
+            embed=summarize(wall["embed"]),
+            vector=summarize(wall["vec"]),
+            vector_cpu=summarize(cpu["vec"]),
+            keyword=summarize(wall["kw"]),
+            keyword_cpu=summarize(cpu["kw"]),
+            recheck=summarize(wall["meta"]),
             memory_bytes=index.memory_bytes(),
             rss_delta_bytes=rss_delta,
             build_s=build_s,

@@ -17,6 +17,7 @@ from api.evaluation.dataset import Dataset
 from api.evaluation.harness import EvalCorpus, EvalRun, SearchConfig, open_corpus
 from api.evaluation.metrics import Metrics, aggregate
 from api.retrieval.backends import Mode
+from benchmarks.retrieval_tuning import paired_gain
 from scripts.optimize_chunk_size import sweep_chunk_sizes
 
 
@@ -167,8 +168,9 @@ async def sizes(
     embedder: Any,
     search: SearchConfig,
     chosen: Sequence[int] = SIZES,
-) -> list[SplitMetrics]:
-    """Our chunker at several `max_chunk_tokens` (hybrid), via the optimize script's sweep."""
+) -> tuple[list[SplitMetrics], dict[str, dict[str, tuple[float, float, float]]]]:
+    """Our chunker at several `max_chunk_tokens` (hybrid), via the optimize script's sweep;
+    also each distinct size minus the default size, paired, per split."""
     results = await sweep_chunk_sizes(
         data,
         list(chosen),
@@ -177,7 +179,7 @@ async def sizes(
         base_overrides=BASE_OVERRIDES,
         embedder=embedder,
     )
-    return [
+    rows = [
         split_run(
             r.outcomes,
             splits,
@@ -187,3 +189,13 @@ async def sizes(
         )
         for r in results
     ]
+    default = BASE_OVERRIDES["chunking_max_tokens"]
+    ref = next((r for r in results if r.size == default), None)
+    gains: dict[str, dict[str, tuple[float, float, float]]] = {}
+    if ref is not None:
+        for r in results:
+            if r.same_as is None and r.outcomes != ref.outcomes:
+                for split, ids in splits.items():
+                    g = paired_gain(r.outcomes, ref.outcomes, ids)
+                    gains[f"{r.size} − {default} ({split})"] = g
+    return rows, gains

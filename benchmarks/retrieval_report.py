@@ -26,6 +26,7 @@ def quality_table(rows: Sequence[SplitMetrics], primary: str, secondary: str | N
         "R@5",
         "MRR@3",
         "R@3 95% CI",
+        "strict R@3",
         "R@3 search order",
         "note R@1",
         "note R@3",
@@ -44,6 +45,7 @@ def quality_table(rows: Sequence[SplitMetrics], primary: str, secondary: str | N
             _f(m.recall[5]),
             f"**{_f(m.mrr3)}**",
             f"{lo:.2f}–{hi:.2f}",
+            _f(m.strict_recall[3]),
             _f(m.search_recall[3]),
             _f(m.note_recall[1]),
             _f(m.note_recall[3]),
@@ -110,7 +112,8 @@ def latency_table(rows: Sequence[LatencyResult]) -> str:
         "search P50 / P95 / P99 ms",
         "search CPU P50 / P95 ms",
         "query embedding P50 / P95 ms",
-        "index lookup P50 / P95 ms (CPU P50 / P95)",
+        "vector scan P50 / P95 ms (CPU P50 / P95)",
+        "BM25 P50 / P95 ms (CPU P50 / P95)",
         "notes re-check P50 / P95 ms",
         "memory_bytes()",
         "RSS delta",
@@ -123,8 +126,10 @@ def latency_table(rows: Sequence[LatencyResult]) -> str:
             f"{r.search.p50:.1f} / **{r.search.p95:.1f}** / {r.search.p99:.1f}",
             f"{r.search_cpu.p50:.1f} / {r.search_cpu.p95:.1f}",
             f"{r.embed.p50:.1f} / {r.embed.p95:.1f}",
-            f"{r.index.p50:.1f} / {r.index.p95:.1f} "
-            f"({r.index_cpu.p50:.1f} / {r.index_cpu.p95:.1f})",
+            f"{r.vector.p50:.1f} / {r.vector.p95:.1f} "
+            f"({r.vector_cpu.p50:.1f} / {r.vector_cpu.p95:.1f})",
+            f"{r.keyword.p50:.1f} / {r.keyword.p95:.1f} "
+            f"({r.keyword_cpu.p50:.1f} / {r.keyword_cpu.p95:.1f})",
             f"{r.recheck.p50:.1f} / {r.recheck.p95:.1f}",
             f"{r.memory_bytes / MB:.0f} MB",
             f"{r.rss_delta_bytes / MB:.0f} MB",

@@ -21,12 +21,17 @@ from dataclasses import dataclass, replace
 import structlog
 
 from api.evaluation.dataset import Question
-from api.evaluation.harness import EvalCorpus, EvalRun, SearchConfig
-from api.evaluation.metrics import Metrics, paired_difference, reciprocal
+from api.evaluation.harness import EvalCorpus, SearchConfig
+from api.evaluation.metrics import Metrics, QuestionOutcome, paired_difference, reciprocal
 from api.retrieval.service import RankingConfig
 
 log = structlog.get_logger(__name__)
 
+# The roadmap's ranking (0.7·max + 0.3·sum note score) with the RRF paper's k: where tuning
+# starts, and the reference the shipped defaults are compared with.
+ROADMAP_RANKING = RankingConfig(
+    rrf_k=60.0, vector_weight=1.0, keyword_weight=1.0, candidates=60, note_scorer="weighted_max_sum"
+)
 MIN_GAIN = 0.01  # objective points (≈ 2 dev questions) needed to move away from a default
 SCORERS = ("weighted_max_sum", "max", "max_decayed_sum", "sum")
 RRF_KS = (0.0, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 40.0, 60.0, 100.0)
@@ -147,17 +152,26 @@ async def tune_on_dev(
 
 
 def paired_gain(
-    a: EvalRun, b: EvalRun, ids: set[str] | None = None
+    a: Sequence[QuestionOutcome], b: Sequence[QuestionOutcome], ids: set[str] | None = None
 ) -> dict[str, tuple[float, float, float]]:
     """`a` minus `b` on the same questions (those in `ids`, default all): Recall@3 and
     MRR@3 differences with their 95 % paired-bootstrap intervals."""
-    by_id = {o.question_id: o for o in b.outcomes}
-    pairs = [(o, by_id[o.question_id]) for o in a.outcomes if ids is None or o.question_id in ids]
+    by_id = {o.question_id: o for o in b}
+    pairs = [(o, by_id[o.question_id]) for o in a if ids is None or o.question_id in ids]
     hit = [(1.0 if x.rank is not None and x.rank <= 3 else 0.0) for x, _ in pairs]
     hit_b = [(1.0 if y.rank is not None and y.rank <= 3 else 0.0) for _, y in pairs]
     rr = [reciprocal(x.rank, 3) for x, _ in pairs]
     rr_b = [reciprocal(y.rank, 3) for _, y in pairs]
     return {"recall3": paired_difference(hit, hit_b), "mrr3": paired_difference(rr, rr_b)}
+
+
+def moved_knobs(start: RankingConfig, end: RankingConfig) -> list[str]:
+    """`name a → b` for every ranking knob that differs."""
+    return [
+        f"{name} {getattr(start, name)} → {getattr(end, name)}"
+        for name in ("rrf_k", "vector_weight", "keyword_weight", "candidates", "note_scorer")
+        if getattr(start, name) != getattr(end, name)
+    ]
 
 
 def ranking_code(r: RankingConfig) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from api.evaluation.harness import SearchConfig
 from api.evaluation.metrics import Metrics
 from api.retrieval.service import RankingConfig
 from benchmarks.common import machine_note
@@ -15,7 +16,7 @@ from benchmarks.retrieval_report import (
     sizes_table,
     tuning_table,
 )
-from benchmarks.retrieval_tuning import MIN_GAIN, ranking_code
+from benchmarks.retrieval_tuning import MIN_GAIN, ROADMAP_RANKING, moved_knobs, ranking_code
 
 if TYPE_CHECKING:
     from benchmarks.retrieval import Results
@@ -88,9 +89,9 @@ def _m(rows: list, label_start: str, split: str) -> Metrics | None:
     return None
 
 
-def _gains(res: Results) -> str:
+def _gains(gains: dict[str, dict[str, tuple[float, float, float]]]) -> str:
     lines = []
-    for key, g in res.gains.items():
+    for key, g in gains.items():
         (dr, rlo, rhi), (dm, mlo, mhi) = g["recall3"], g["mrr3"]
         lines.append(
             f"- {key}: Recall@3 {dr * 100:+.1f} points (95 % CI {rlo * 100:+.1f} … "
@@ -140,7 +141,15 @@ def render(res: Results, *, custom: bool = False) -> str:
         out += ["### Ranking: the roadmap's defaults vs tuned on dev", ""]
         out += [quality_table(res.rankings, primary, secondary), ""]
         out += ["Paired differences (same questions; an interval containing 0 is noise):", ""]
-        out += [_gains(res), ""]
+        out += [_gains(res.gains), ""]
+        if res.tuned is not None and res.tuned.search == SearchConfig():
+            out += [
+                "Tuning on dev, starting from the roadmap's ranking, selects exactly the "
+                f"shipped defaults (`{ranking_code(res.tuned.search.ranking)}`); moved: "
+                + ", ".join(moved_knobs(ROADMAP_RANKING, res.tuned.search.ranking))
+                + ". Every other knob stayed within noise of its start (trials below).",
+                "",
+            ]
     if res.chunkers or res.baselines:
         out += ["### Chunkers and note-level baselines (shipped ranking)", ""]
         first = [r for r in res.modes if r.label in ("hybrid", "vector")]
@@ -155,6 +164,9 @@ def render(res: Results, *, custom: bool = False) -> str:
     if res.sizes:
         out += ["### Chunk size (`max_chunk_tokens`, hierarchical_markdown, hybrid)", ""]
         out += [sizes_table(res.sizes, splits), ""]
+        if res.size_gains:
+            out += ["Paired differences against the default size (hybrid):", ""]
+            out += [_gains(res.size_gains), ""]
     out += [f"### Recall@3 by question type ({primary})", ""]
     out += [by_type_table(res.modes + res.rankings, primary), ""]
     if res.trials:

@@ -109,6 +109,7 @@ class EvalRun:
                 "type": o.qtype,
                 "rank": o.rank,
                 "search_rank": o.search_rank,
+                "strict_rank": o.strict_rank,
                 "note_rank": o.note_rank,
                 "citations": [[c.note_id, c.start, c.end, round(c.score, 6)] for c in o.citations],
             }

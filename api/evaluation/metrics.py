@@ -21,6 +21,11 @@ Definitions (also in BENCHMARKS.md `retrieval`):
   (`Gold.overlaps`: `[start, end)` intersects the gold section's own body).
 - Recall@k: share of questions with a hit among their first k distinct citations.
   MRR@k: mean of 1/rank of the first hit (0 when none within k).
+- **Strict** Recall@k: a hit must also BE the gold section rather than contain it: at least
+  half (`STRICT_SHARE`) of the citation's characters lie inside the gold section. The
+  plain definition rewards big citations (a 3 000-character window or a whole note overlaps
+  the gold section but does not point at it); for a chunker whose chunks stay inside one
+  section the two agree.
 - Note-level Recall@k / MRR@k: the same on the ranked list of distinct notes (a gold note
   among the first k notes), for context and for the roadmap's note-level baseline.
 
@@ -40,6 +45,7 @@ from api.evaluation.dataset import Gold, Note, Question
 
 CitationOrder = Literal["citation", "search"]
 CUTOFFS: tuple[int, ...] = (1, 3, 5, 10)
+STRICT_SHARE = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,10 +99,27 @@ def distinct_citations(citations: Iterable[Citation], notes: Mapping[str, Note])
     return out
 
 
-def first_hit_rank(golds: Sequence[Gold], citations: Sequence[Citation]) -> int | None:
-    """1-based rank of the first citation overlapping any gold section, or None."""
+def gold_share(golds: Sequence[Gold], c: Citation) -> float:
+    """The share of the citation's characters that lie in one gold section (the largest
+    such share); 0 when it hits none."""
+    if c.length == 0:
+        return 0.0
+    best = 0
+    for g in golds:
+        if g.note_id == c.note_id:
+            best = max(best, min(c.end, g.span[1]) - max(c.start, g.span[0]))
+    return best / c.length
+
+
+def first_hit_rank(
+    golds: Sequence[Gold], citations: Sequence[Citation], *, min_share: float = 0.0
+) -> int | None:
+    """1-based rank of the first citation overlapping any gold section, or None. With
+    `min_share`, a hit also needs that share of its characters inside the gold section."""
     for rank, c in enumerate(citations, start=1):
-        if any(g.overlaps(c.note_id, c.start, c.end) for g in golds):
+        if any(g.overlaps(c.note_id, c.start, c.end) for g in golds) and (
+            min_share <= 0.0 or gold_share(golds, c) >= min_share
+        ):
             return rank
     return None
 
@@ -118,6 +141,7 @@ class QuestionOutcome:
     qtype: str | None
     rank: int | None  # first hit among distinct citations, citation (chat) order
     search_rank: int | None  # first hit in search order
+    strict_rank: int | None  # first strict hit (citation order), see `STRICT_SHARE`
     note_rank: int | None  # first gold note among distinct notes
     top3_chars: int  # total length of the first 3 distinct citations (citation order)
     citations: tuple[Citation, ...] = field(repr=False)  # citation order, distinct
@@ -134,6 +158,7 @@ def judge(
         qtype=question.type,
         rank=first_hit_rank(question.gold, cited),
         search_rank=first_hit_rank(question.gold, listed),
+        strict_rank=first_hit_rank(question.gold, cited, min_share=STRICT_SHARE),
         note_rank=first_note_rank(question.gold, [n.note_id for n in notes]),
         top3_chars=sum(c.length for c in cited[:3]),
         citations=tuple(cited),
@@ -195,6 +220,8 @@ class Metrics:
     mrr10: float
     search_recall: dict[int, float]  # k → Recall@k in search order
     search_mrr3: float
+    strict_recall: dict[int, float]  # k → strict Recall@k (citation order)
+    strict_mrr3: float
     note_recall: dict[int, float]
     note_mrr3: float
     recall3_ci: tuple[float, float]
@@ -211,6 +238,7 @@ def aggregate(outcomes: Sequence[QuestionOutcome], *, bootstrap: int = 2000) -> 
     """Recall@{1,3,5,10}, MRR@3/@10 (both orders), note level, CIs and per-type recall."""
     ranks = [o.rank for o in outcomes]
     listed = [o.search_rank for o in outcomes]
+    strict = [o.strict_rank for o in outcomes]
     notes = [o.note_rank for o in outcomes]
     by_type: dict[str, list[int | None]] = {}
     for o in outcomes:
@@ -224,6 +252,8 @@ def aggregate(outcomes: Sequence[QuestionOutcome], *, bootstrap: int = 2000) -> 
         mrr10=mrr_at(ranks, 10),
         search_recall={k: recall_at(listed, k) for k in CUTOFFS},
         search_mrr3=mrr_at(listed, 3),
+        strict_recall={k: recall_at(strict, k) for k in CUTOFFS},
+        strict_mrr3=mrr_at(strict, 3),
         note_recall={k: recall_at(notes, k) for k in CUTOFFS},
         note_mrr3=mrr_at(notes, 3),
         recall3_ci=bootstrap_ci(hits3, resamples=bootstrap),

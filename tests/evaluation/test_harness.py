@@ -35,6 +35,7 @@ from api.evaluation.metrics import (
     distinct_citations,
     first_hit_rank,
     first_note_rank,
+    gold_share,
     judge,
     mrr_at,
     order_citations,
@@ -165,6 +166,12 @@ def test_first_hit_and_note_ranks() -> None:
     assert first_hit_rank(q.gold, cites) == 3
     assert first_hit_rank(q.gold, cites[:2]) is None
     assert first_hit_rank(q.gold, [Citation("n2", 35, 39)]) is None  # same span, other note
+    # Strict: the citation must mostly BE the gold section. (30, 36) has 1 of 6 in B.
+    assert first_hit_rank(q.gold, cites, min_share=0.5) is None
+    whole = Citation("n1", 0, 50)  # contains B (4 of 50 characters): a hit, not strict
+    assert first_hit_rank(q.gold, [whole, Citation("n1", 34, 40)], min_share=0.5) == 2
+    assert gold_share(q.gold, whole) == pytest.approx(4 / 50)
+    assert gold_share(q.gold, Citation("n2", 35, 39)) == 0.0
     assert first_note_rank(q.gold, ["n2", "n2", "n1"]) == 2  # distinct notes
     assert first_note_rank(q.gold, ["n2"]) is None
 
@@ -182,6 +189,7 @@ def test_judge_uses_distinct_sections_in_both_orders() -> None:
     out = judge(q, response, notes)
     # Citation order: A, n2, [A's second chunk dropped], C (3). Search: A, [A], C (2), n2.
     assert out.rank == 3
+    assert out.strict_rank == 3  # C's citation is exactly section C
     assert out.search_rank == 2
     assert out.note_rank == 1
     assert out.top3_chars == 9 + 9 + 5
@@ -203,6 +211,7 @@ def test_aggregate_by_type_and_confidence_interval() -> None:
     assert m.recall[3] == pytest.approx(2 / 3)
     assert m.mrr3 == pytest.approx((1 + 0 + 0.5) / 3)
     assert m.note_recall[3] == pytest.approx(2 / 3)
+    assert m.strict_recall[3] == m.recall[3]  # citations inside their sections
     assert m.recall3_by_type == {"fact": (2, 0.5), "paraphrase": (1, 1.0)}
     lo, hi = m.recall3_ci
     assert 0.0 <= lo <= m.recall[3] <= hi <= 1.0
