@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, File, Form, Header, Path, Query, Response, UploadFile, status
+from fastapi import APIRouter, Header, Path, Query, Request, Response, status
+from starlette.datastructures import UploadFile as StarletteUpload
+from starlette.formparsers import MultiPartException
 
 from api.deps import ContainerDep, CurrentUser, NotesServiceDep
-from api.errors import PayloadTooLarge, ValidationFailed
+from api.errors import BadRequest, PayloadTooLarge, ValidationFailed
 from api.notes.models import (
     ChunkList,
     ChunkOut,
@@ -54,14 +56,44 @@ async def create_note(
     return _with_etag(response, doc)
 
 
-@router.post("/import", response_model=ImportResult, responses=errors(413, *AUTHED))
+# The multipart body is parsed in the handler, AFTER authentication (FastAPI would read a
+# declared File/Form body before running the auth dependency): documented here instead.
+IMPORT_BODY = {
+    "required": True,
+    "content": {
+        "multipart/form-data": {
+            "schema": {
+                "type": "object",
+                "required": ["files"],
+                "properties": {
+                    "files": {
+                        "type": "array",
+                        "minItems": 1,
+                        "description": ".md .txt .html .docx .pdf files",
+                        "items": {"type": "string", "contentMediaType": "application/octet-stream"},
+                    },
+                    "tags": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "Tags added to every note",
+                    },
+                },
+            }
+        }
+    },
+}
+
+
+@router.post(
+    "/import",
+    response_model=ImportResult,
+    responses=errors(413, *AUTHED),
+    openapi_extra={"requestBody": IMPORT_BODY},
+)
 async def import_notes(
+    request: Request,
     user: CurrentUser,
     container: ContainerDep,
-    files: Annotated[
-        list[UploadFile], File(description=".md .txt .html .docx .pdf files", min_length=1)
-    ],
-    tags: Annotated[list[str] | None, Form(description="Tags added to every note")] = None,
 ) -> ImportResult:
     """Import files as notes (multipart). Markdown and text are stored as written; HTML and
     DOCX become markdown that keeps headings, GFM tables, lists, code and links (scripts,
@@ -69,19 +101,27 @@ async def import_notes(
     matter, the first H1, or the file name; tags from front matter. Each file succeeds or
     fails on its own: failures are listed with a reason, the rest are imported."""
     settings = container.settings
-    if len(files) > settings.autonote_max_import_files:
-        raise ValidationFailed(
-            f"too many files: {len(files)} > {settings.autonote_max_import_files}"
-        )
-    payload: list[tuple[str, bytes]] = []
-    for upload in files:
-        data = await upload.read(settings.autonote_max_import_file_bytes + 1)
-        if len(data) > settings.autonote_max_import_file_bytes:
-            raise PayloadTooLarge(
-                f"{upload.filename}: over the per-file limit of "
-                f"{settings.autonote_max_import_file_bytes} bytes"
-            )
-        payload.append((upload.filename or "untitled", data))
+    limit = settings.autonote_max_import_files
+    try:
+        form = await request.form(max_files=limit, max_fields=200)
+    except MultiPartException as exc:
+        raise BadRequest(f"invalid multipart body: {exc.message}") from None
+    try:
+        files = [f for f in form.getlist("files") if isinstance(f, StarletteUpload)]
+        tags = [t for t in form.getlist("tags") if isinstance(t, str)] or None
+        if not files:
+            raise ValidationFailed("send at least one file in the multipart field `files`")
+        payload: list[tuple[str, bytes]] = []
+        for upload in files:
+            data = await upload.read(settings.autonote_max_import_file_bytes + 1)
+            if len(data) > settings.autonote_max_import_file_bytes:
+                raise PayloadTooLarge(
+                    f"{upload.filename}: over the per-file limit of "
+                    f"{settings.autonote_max_import_file_bytes} bytes"
+                )
+            payload.append((upload.filename or "untitled", data))
+    finally:
+        await form.close()
     report = await container.imports.import_files(user, payload, extra_tags=tags)
     return ImportResult(
         imported=[

@@ -207,12 +207,6 @@ def test_the_server_still_serves_after_refusing(served: ServedApp, key: str) -> 
     assert resp.status_code == 201, resp.text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FastAPI reads (and Starlette spools) a request body before the auth dependency "
-    "runs: without a key, an upload below AUTONOTE_MAX_IMPORT_BYTES (50 MB by default) is "
-    "read whole before the 401. Bounded by the limit, but unauthenticated; see the report.",
-)
 def test_an_upload_without_a_key_is_refused_before_it_is_read(served: ServedApp) -> None:
     out = send_request(
         served,
