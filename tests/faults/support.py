@@ -207,6 +207,25 @@ async def wait_all_indexed(
     return time.monotonic() - started
 
 
+async def integrity_after_convergence(api: Any, timeout_s: float = 60) -> Any:
+    """Wait until no note is queued or being indexed, then run the integrity checker on
+    the app's database; returns the report."""
+    from api.integrity import Expectations, IntegrityChecker
+    from api.providers import embedding_model_key
+
+    db = api.container.db
+
+    async def idle() -> bool:
+        return not await db.notes.count_documents(
+            {"index_status": {"$in": ["pending", "indexing"]}}
+        )
+
+    await eventually(idle, timeout_s, "indexing converged")
+    embedder = api.container.embedder
+    expect = Expectations(embedding_model_key(embedder), embedder.dimensions)
+    return await IntegrityChecker(db, expect).run()
+
+
 # ---- the `autonote serve` subprocess --------------------------------------------------
 class ServeProcess:
     """`python -m api.cli serve` on a fixed port, its output in a log file."""

@@ -35,7 +35,13 @@ from api.db.embedded import ping, url_for
 from api.integrity import IntegrityChecker
 from api.integrity.command import expectations
 from tests.conftest import Api, running_app
-from tests.faults.support import eventually, free_port, latency_figures, record
+from tests.faults.support import (
+    eventually,
+    free_port,
+    integrity_after_convergence,
+    latency_figures,
+    record,
+)
 
 SERVER = str(Path(sys.executable).with_name("secantusd-py"))
 
@@ -94,6 +100,9 @@ async def test_injected_write_errors_are_errors_not_silent_loss(
         openai_base_url=openai_stub.base_url, embedding_dimensions=64,
         autonote_index_poll_s=0.1, autonote_index_backoff_base_s=0.2,
         autonote_index_backoff_max_s=1.0, autonote_index_max_attempts=100,
+        # A claim that failed with a write concern error may still have been applied: that
+        # note then waits for its lease to expire (120 s by default).
+        autonote_index_lease_s=3,
     )  # fmt: skip
     figures: dict[str, Any] = {}
     try:
@@ -155,6 +164,9 @@ async def test_injected_write_errors_are_errors_not_silent_loss(
                 "/v1/notes", json={"title": "After", "content_md": "works again"}, headers=h
             )
             assert resp.status_code == 201
+            report = await integrity_after_convergence(api)
+            assert report.ok and not report.findings, report.to_dict()
+            figures["check_violations_after"] = len(report.violations)
     finally:
         stop(server)
     record(

@@ -17,7 +17,12 @@ from typing import Any
 import pytest
 
 from tests.conftest import Api, running_app
-from tests.faults.support import eventually, latency_figures, record
+from tests.faults.support import (
+    eventually,
+    integrity_after_convergence,
+    latency_figures,
+    record,
+)
 
 OLD = "## Plan\n\nThe xylophone rehearsal moves to the small hall on Thursday."
 NEW = "## Plan\n\nThe zeppelin rehearsal moves to the hangar on Friday."
@@ -121,6 +126,8 @@ async def run_mode(api: Api, stub: Any, mode: str, outage_s: float) -> dict[str,
     assert await keyword_hits(api, headers, "xylophone") == []
     doc = await note(api, headers, note_id)
     assert doc["index_error"] is None and doc["chunk_count"] == 1
+    report = await integrity_after_convergence(api)
+    assert report.ok and not report.findings, report.to_dict()
     return {
         "old_version_searchable_checks": f"{old_found}/{checks}",
         "index_status_during_outage": statuses_seen,
@@ -131,6 +138,7 @@ async def run_mode(api: Api, stub: Any, mode: str, outage_s: float) -> dict[str,
         "hybrid_search_latency": latency_figures(search_latency),
         "converged_after_recovery_s": round(converge_s, 2),
         "recovered_at_offset_s": round(recovered - started, 1),
+        "check_violations": len(report.violations),
     }
 
 
@@ -193,6 +201,8 @@ async def test_never_indexed_note_fails_after_n_attempts_then_reindex_recovers(
 
         recover_s = await eventually(indexed, 30, "indexed after reindex")
         assert [h["note_id"] for h in await keyword_hits(api, headers, "quokka")] == [note_id]
+        report = await integrity_after_convergence(api)
+        assert report.ok and not report.findings, report.to_dict()
     record(
         "c_embedding_never_indexed",
         "Never-indexed note while the provider is down: failed after N attempts, reindex",
@@ -203,6 +213,7 @@ async def test_never_indexed_note_fails_after_n_attempts_then_reindex_recovers(
             "index_error": doc["index_error"][:160],
             "reindex_to_indexed_s": round(recover_s, 2),
             "elapsed_s": round(time.monotonic() - started, 1),
+            "check_violations": len(report.violations),
         },
         "AUTONOTE_INDEX_MAX_ATTEMPTS=3, OPENAI_MAX_RETRIES=2; the provider answers 500.",
     )
