@@ -236,8 +236,12 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}"
 
 
-def render(results: list[Result], n_questions: int, k: int, network: list[str]) -> str:
-    """The `chunk_quality` section of BENCHMARKS.md."""
+def render(
+    results: list[Result], n_questions: int, k: int, network: list[str],
+    revision: str | None = None,
+) -> str:
+    """The `chunk_quality` section of BENCHMARKS.md (`revision`: the chunker's, at start)."""
+    revision = revision or code_revision("api/services/chunking")
     rows: list[list[Any]] = []
     for r in results:
         z = r.sizes
@@ -268,7 +272,7 @@ def render(results: list[Result], n_questions: int, k: int, network: list[str]) 
         "Reproduce: `.venv/bin/python -m benchmarks.chunk_quality` (embeddings cached in "
         "`benchmarks/.data/`).",
         "",
-        machine_note() + f" Chunker at {code_revision('api/services/chunking')}.",
+        machine_note() + f" Chunker at {revision}.",
         "",
         f"{n_questions} questions, top {k} chunks by cosine similarity, local embedder "
         "(all-MiniLM-L6-v2 int8 ONNX). Metrics in % on character ranges as in the report "
@@ -355,6 +359,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     set_offline_env()
+    revision = code_revision("api/services/chunking")  # what gets imported below
     from api.services.chunking.tokenizer import tiktoken_tokenizer
     from connectors.embeddings.local import LocalEmbedder
 
@@ -373,7 +378,7 @@ def main(argv: list[str] | None = None) -> None:
                                             k=args.k))
             print(f"{spec.label}: recall {_pct(results[-1].corpus.recall)} "
                   f"IoU {_pct(results[-1].corpus.iou)}", flush=True)
-    report = render(results, len(questions), args.k, attempts)
+    report = render(results, len(questions), args.k, attempts, revision)
     print(report)
     if not args.no_write:
         update_section("chunk_quality", report)

@@ -255,16 +255,18 @@ order, whitespace-insensitively."""
 
 
 def render(
-    by_size: dict[int, list[DocResult]], scale_rows: list[list[Any]], network: list[str]
+    by_size: dict[int, list[DocResult]], scale_rows: list[list[Any]], network: list[str],
+    revision: str | None = None,
 ) -> str:
-    """The `chunking` section of BENCHMARKS.md."""
+    """The `chunking` section of BENCHMARKS.md (`revision`: the chunker's, taken at start)."""
+    revision = revision or code_revision("api/services/chunking")
     lines = [
         "## Chunking speed and structure",
         "",
         "Reproduce: `.venv/bin/python -m benchmarks.chunking`",
         "",
         machine_note() + " Medians of interleaved repeated runs, GC disabled while timing. "
-        f"Chunker at {code_revision('api/services/chunking')}.",
+        f"Chunker at {revision}.",
         "",
         LEGEND,
         "",
@@ -293,6 +295,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     set_offline_env()
+    revision = code_revision("api/services/chunking")  # what gets imported below
     docs = load_documents()
     with no_network() as attempts:
         by_size = {
@@ -301,7 +304,7 @@ def main(argv: list[str] | None = None) -> None:
         }
         scale_docs = {k: v for k, v in list(docs.items())[:2]}
         scale_rows = scaling(scale_docs, repeats=3 if args.quick else 5)
-    report = render(by_size, scale_rows, attempts)
+    report = render(by_size, scale_rows, attempts, revision)
     print(report)
     if not args.no_write:
         update_section("chunking", report)

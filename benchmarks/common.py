@@ -139,19 +139,20 @@ def machine_note() -> str:
 
 
 def code_revision(*paths: str) -> str:
-    """`git` commit of the checkout, flagged "+uncommitted" if any of `paths` differ from it."""
+    """Last commit touching `paths` and the checkout's HEAD, flagged if `paths` are dirty."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
-            text=True, check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", *paths], cwd=REPO_ROOT, capture_output=True,
-            text=True, check=True,
-        ).stdout.strip()
+        head = git("rev-parse", "--short", "HEAD")
+        last = git("log", "-1", "--format=%h", "--", *paths) if paths else head
+        dirty = git("status", "--porcelain", "--", *paths)
     except (OSError, subprocess.CalledProcessError):
         return "unknown revision"
-    return f"commit {head}" + (" + uncommitted changes" if dirty else "")
+    return f"commit {last} (checkout {head})" + (" + uncommitted changes" if dirty else "")
 
 
 def update_section(name: str, body: str, path: Path = BENCHMARKS_MD) -> None:
