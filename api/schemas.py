@@ -6,6 +6,18 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+# Patterns are checked twice: by pydantic (Rust regex, where \s is Unicode White_Space) and
+# by every client that reads the OpenAPI schema (ECMAScript regex, where \s is a different
+# set: no U+0085, but U+FEFF). Spelling whitespace out makes both agree on every character.
+WHITESPACE = (
+    r"\t\n\u000b\u000c\r\u001c-\u001f \u0085\u00a0\u1680"
+    r"\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+CONTROL = r"\u0000-\u001f\u007f"
+NON_BLANK = rf"[^{WHITESPACE}]"  # patterns are unanchored: "contains a visible character"
+# A single line: no control characters, at least one visible character.
+TEXT_PATTERN = rf"^[^{CONTROL}]*[^{WHITESPACE}{CONTROL}][^{CONTROL}]*$"
+
 
 class ErrorBody(BaseModel):
     """Every error response: a stable machine-readable code and a human-readable detail."""

@@ -103,9 +103,7 @@ class BaselineRegexChunker:
         pattern = r"```[\s\S]*?```"
         return re.sub(pattern, replace_code_block, content), code_blocks
 
-    def _restore_code_blocks(
-        self, sections: list[dict], code_blocks: dict[str, str]
-    ) -> list[dict]:
+    def _restore_code_blocks(self, sections: list[dict], code_blocks: dict[str, str]) -> list[dict]:
         """Put the code blocks back (sizes were already estimated on the placeholders)."""
         for section in sections:
             for placeholder, code_block in code_blocks.items():

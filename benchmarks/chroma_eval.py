@@ -61,9 +61,7 @@ class Scores:
 
 def load_corpora(corpora_dir: Path) -> dict[str, str]:
     """Corpus id (file stem) → text, read as the report's code reads it (text mode)."""
-    return {
-        p.stem: p.read_text(encoding="utf-8") for p in sorted(corpora_dir.glob("*.md"))
-    }
+    return {p.stem: p.read_text(encoding="utf-8") for p in sorted(corpora_dir.glob("*.md"))}
 
 
 def load_questions(csv_path: Path, corpora: dict[str, str]) -> list[Question]:
@@ -163,9 +161,7 @@ def evaluate(
         flat = [s for c in ids for s in spans[c]]
         top = retrieve_top_k(question_vecs, np.concatenate([span_vecs[c] for c in ids]), k)
         for qi, q in enumerate(questions):
-            got = [
-                (flat[j].start, flat[j].end, ids[owner[j]] == q.corpus_id) for j in top[qi]
-            ]
+            got = [(flat[j].start, flat[j].end, ids[owner[j]] == q.corpus_id) for j in top[qi]]
             per_question[qi] = score_question(got, q.references)
     else:
         for corpus_id, corpus_spans in spans.items():

@@ -90,7 +90,9 @@ def locate_in_order(corpus: str, texts: list[str]) -> list[tuple[int, int]]:
 
 
 def ours_spans(
-    max_tokens: int, tokenizer: Any, max_input_tokens: int,
+    max_tokens: int,
+    tokenizer: Any,
+    max_input_tokens: int,
     embed: Literal["embedding_text", "content"] = "embedding_text",
 ) -> SpanMaker:
     """Our chunker; the corpus id (underscores → spaces) is the note title."""
@@ -103,8 +105,11 @@ def ours_spans(
     def make(corpus_id: str, text: str) -> list[Span]:
         chunks = chunker.chunk_note(text, corpus_id.replace("_", " "))
         return [
-            Span(c.start_offset, c.end_offset,
-                 c.embedding_text if embed == "embedding_text" else c.content_md)
+            Span(
+                c.start_offset,
+                c.end_offset,
+                c.embedding_text if embed == "embedding_text" else c.content_md,
+            )
             for c in chunks
         ]
 
@@ -116,8 +121,11 @@ def recursive_token_spans(chunk_size: int = 200) -> SpanMaker:
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
     splitter = RecursiveCharacterTextSplitter.from_tiktoken_encoder(
-        encoding_name="cl100k_base", chunk_size=chunk_size, chunk_overlap=0,
-        separators=CHROMA_SEPARATORS, keep_separator=True,
+        encoding_name="cl100k_base",
+        chunk_size=chunk_size,
+        chunk_overlap=0,
+        separators=CHROMA_SEPARATORS,
+        keep_separator=True,
     )
 
     def make(_corpus_id: str, text: str) -> list[Span]:
@@ -161,12 +169,15 @@ def embed_cached(embedder: Any, label: str, texts: list[str], truncate: bool) ->
 
 
 def size_profile(
-    spans: dict[str, list[Span]], corpora: dict[str, str], count_cl100k: Callable[[str], int],
-    count_model: Callable[[str], int], model_limit: int,
+    spans: dict[str, list[Span]],
+    corpora: dict[str, str],
+    count_cl100k: Callable[[str], int],
+    count_model: Callable[[str], int],
+    model_limit: int,
 ) -> dict[str, float]:
     """Chunk count and size distribution (content in cl100k; embedded text in word pieces)."""
     flat = [(corpora[c], s) for c in spans for s in spans[c]]
-    toks = [count_cl100k(text[s.start:s.end]) for text, s in flat]
+    toks = [count_cl100k(text[s.start : s.end]) for text, s in flat]
     pieces = [count_model(s.embed_text) for _, s in flat]
     return {
         "chunks": len(flat),
@@ -180,8 +191,13 @@ def size_profile(
 
 
 def evaluate_chunker(
-    spec: ChunkerSpec, corpora: dict[str, str], questions: list[Question],
-    question_vecs: np.ndarray, embedder: Any, count_cl100k: Callable[[str], int], k: int = 5,
+    spec: ChunkerSpec,
+    corpora: dict[str, str],
+    questions: list[Question],
+    question_vecs: np.ndarray,
+    embedder: Any,
+    count_cl100k: Callable[[str], int],
+    k: int = 5,
 ) -> Result:
     """Chunk every corpus, embed (cached), retrieve and score in both scopes."""
     make_spans = spec.factory()
@@ -189,8 +205,9 @@ def evaluate_chunker(
     for cid, corpus_spans in spans.items():
         if any(not 0 <= s.start < s.end <= len(corpora[cid]) for s in corpus_spans):
             raise ValueError(f"{spec.label}: chunk range outside corpus {cid}")
-    sizes = size_profile(spans, corpora, count_cl100k, embedder.tokenizer.count,
-                         embedder.max_input_tokens)
+    sizes = size_profile(
+        spans, corpora, count_cl100k, embedder.tokenizer.count, embedder.max_input_tokens
+    )
     # Ours must never need truncation; if it does, measure anyway and let the report say so.
     truncate = spec.truncate or sizes["over_model_limit"] > 0
     flat_texts = [s.embed_text for cid in spans for s in spans[cid]]
@@ -198,7 +215,7 @@ def evaluate_chunker(
     span_vecs: dict[str, np.ndarray] = {}
     offset = 0
     for cid, corpus_spans in spans.items():
-        span_vecs[cid] = vectors[offset:offset + len(corpus_spans)]
+        span_vecs[cid] = vectors[offset : offset + len(corpus_spans)]
         offset += len(corpus_spans)
     return Result(
         spec.label,
@@ -216,17 +233,26 @@ def default_specs(embedder: Any) -> list[ChunkerSpec]:
     cl100k = tiktoken_tokenizer("cl100k_base")
     return [
         ChunkerSpec("ours 200 (MiniLM word pieces)", lambda: ours_spans(200, local, limit), False),
-        ChunkerSpec("ours 200, content only embedded",
-                    lambda: ours_spans(200, local, limit, "content"), False),
+        ChunkerSpec(
+            "ours 200, content only embedded",
+            lambda: ours_spans(200, local, limit, "content"),
+            False,
+        ),
         ChunkerSpec("ours 200 (cl100k)", lambda: ours_spans(200, cl100k, limit), True),
         ChunkerSpec("ours 250 (MiniLM word pieces)", lambda: ours_spans(250, local, limit), False),
         ChunkerSpec("ours 300 (MiniLM word pieces)", lambda: ours_spans(300, local, limit), False),
         # Diagnostic: 180 word pieces gives the same chunk count/mean size as the baseline
         # (≈ 2 380 chunks, ≈ 138 cl100k tokens), isolating boundary quality from chunk size.
-        ChunkerSpec("ours 180 (MiniLM, size-matched to baseline)",
-                    lambda: ours_spans(180, local, limit), False),
-        ChunkerSpec("ours 160 (MiniLM word pieces, smaller than baseline)",
-                    lambda: ours_spans(160, local, limit), False),
+        ChunkerSpec(
+            "ours 180 (MiniLM, size-matched to baseline)",
+            lambda: ours_spans(180, local, limit),
+            False,
+        ),
+        ChunkerSpec(
+            "ours 160 (MiniLM word pieces, smaller than baseline)",
+            lambda: ours_spans(160, local, limit),
+            False,
+        ),
         ChunkerSpec("RecursiveCharacterTextSplitter 200/0 (in-run)", recursive_token_spans, True),
         ChunkerSpec("fixed 200-token cl100k windows (in-run)", fixed_token_spans, True),
     ]
@@ -237,7 +263,10 @@ def _pct(x: float) -> str:
 
 
 def render(
-    results: list[Result], n_questions: int, k: int, network: list[str],
+    results: list[Result],
+    n_questions: int,
+    k: int,
+    network: list[str],
     revision: str | None = None,
 ) -> str:
     """The `chunk_quality` section of BENCHMARKS.md (`revision`: the chunker's, at start)."""
@@ -245,26 +274,52 @@ def render(
     rows: list[list[Any]] = []
     for r in results:
         z = r.sizes
-        rows.append([
-            r.label, int(z["chunks"]),
-            f"{z['mean_tokens']:.0f} ({z['p10_tokens']:.0f}–{z['p90_tokens']:.0f})",
-            f"{100 * z['small_share']:.0f}%", int(z["over_model_limit"]),
-            _pct(r.corpus.recall), _pct(r.corpus.precision), _pct(r.corpus.iou),
-            _pct(r.global_.recall), _pct(r.global_.precision), _pct(r.global_.iou),
-        ])
+        rows.append(
+            [
+                r.label,
+                int(z["chunks"]),
+                f"{z['mean_tokens']:.0f} ({z['p10_tokens']:.0f}–{z['p90_tokens']:.0f})",
+                f"{100 * z['small_share']:.0f}%",
+                int(z["over_model_limit"]),
+                _pct(r.corpus.recall),
+                _pct(r.corpus.precision),
+                _pct(r.corpus.iou),
+                _pct(r.global_.recall),
+                _pct(r.global_.precision),
+                _pct(r.global_.iou),
+            ]
+        )
     for label, rec, prec, iou in PUBLISHED:
         rows.append([label, "", "", "", "", "", "", "", rec, prec, iou])
     main = markdown_table(
-        ["chunker", "chunks", "mean cl100k tokens (p10–p90)", "< 50 tok", "truncated",
-         "recall", "precision", "IoU", "recall (all corpora)", "precision (all)",
-         "IoU (all)"],
+        [
+            "chunker",
+            "chunks",
+            "mean cl100k tokens (p10–p90)",
+            "< 50 tok",
+            "truncated",
+            "recall",
+            "precision",
+            "IoU",
+            "recall (all corpora)",
+            "precision (all)",
+            "IoU (all)",
+        ],
         rows,
     )
     corpora = list(results[0].corpus.per_corpus) if results else []
     per_corpus = markdown_table(
         ["chunker (recall / IoU, own-corpus retrieval)", *corpora],
-        [[r.label, *(f"{_pct(r.corpus.per_corpus[c][0])} / {_pct(r.corpus.per_corpus[c][2])}"
-                     for c in corpora)] for r in results],
+        [
+            [
+                r.label,
+                *(
+                    f"{_pct(r.corpus.per_corpus[c][0])} / {_pct(r.corpus.per_corpus[c][2])}"
+                    for c in corpora
+                ),
+            ]
+            for r in results
+        ],
     )
     lines = [
         "## Chunk retrieval quality (Chroma evaluation)",
@@ -334,18 +389,26 @@ def acceptance_lines(results: list[Result]) -> list[str]:
             f"{_pct(matched.global_.iou)} vs {_pct(base.global_.iou)}."
         )
     sweep = sorted(
-        (int(r.label.split()[1]), r) for r in results
+        (int(r.label.split()[1]), r)
+        for r in results
         if r.label.startswith("ours ") and "MiniLM" in r.label
     )
     if len(sweep) > 1:
-        both = [size for size, r in sweep
-                if 100 * r.corpus.recall >= TARGET_RECALL and 100 * r.corpus.iou >= TARGET_IOU]
+        both = [
+            size
+            for size, r in sweep
+            if 100 * r.corpus.recall >= TARGET_RECALL and 100 * r.corpus.iou >= TARGET_IOU
+        ]
         out.append(
             "- Chunk-size trade-off, ours (own-corpus recall / IoU): "
-            + "; ".join(f"{size}: {_pct(r.corpus.recall)} / {_pct(r.corpus.iou)}"
-                        for size, r in sweep)
-            + (f" → sizes meeting both targets: {both}." if both
-               else " → no measured size meets both targets.")
+            + "; ".join(
+                f"{size}: {_pct(r.corpus.recall)} / {_pct(r.corpus.iou)}" for size, r in sweep
+            )
+            + (
+                f" → sizes meeting both targets: {both}."
+                if both
+                else " → no measured size meets both targets."
+            )
         )
     return out
 
@@ -374,10 +437,14 @@ def main(argv: list[str] | None = None) -> None:
         for spec in default_specs(embedder):
             if args.only and args.only not in spec.label:
                 continue
-            results.append(evaluate_chunker(spec, corpora, questions, qvecs, embedder, count,
-                                            k=args.k))
-            print(f"{spec.label}: recall {_pct(results[-1].corpus.recall)} "
-                  f"IoU {_pct(results[-1].corpus.iou)}", flush=True)
+            results.append(
+                evaluate_chunker(spec, corpora, questions, qvecs, embedder, count, k=args.k)
+            )
+            print(
+                f"{spec.label}: recall {_pct(results[-1].corpus.recall)} "
+                f"IoU {_pct(results[-1].corpus.iou)}",
+                flush=True,
+            )
     report = render(results, len(questions), args.k, attempts, revision)
     print(report)
     if not args.no_write:

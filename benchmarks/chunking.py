@@ -96,7 +96,10 @@ def benchmark_size(
                 continue
             is_ours = comp.name == OURS
             res.structure[comp.name] = check_structure(
-                parsed, comp.views(comp.run(text)), limit=max_tokens, count_tokens=count,
+                parsed,
+                comp.views(comp.run(text)),
+                limit=max_tokens,
+                count_tokens=count,
                 input_limit=OPENAI_MAX_INPUT_TOKENS if is_ours else None,
                 count_input_tokens=ours_tok.count if is_ours and ours_tok else None,
             )
@@ -105,7 +108,9 @@ def benchmark_size(
 
 
 def scaling(
-    docs: dict[str, str], max_tokens: int = 300, repeats: int = 3,
+    docs: dict[str, str],
+    max_tokens: int = 300,
+    repeats: int = 3,
     factors: tuple[int, ...] = SCALE_FACTORS,
 ) -> list[list[Any]]:
     """Ours and the floor on documents replicated ×1/×4/×16: time per MB should stay flat.
@@ -130,10 +135,17 @@ def scaling(
             ours_s, floor_s = t[f"{OURS} ×{f}"].median, t[f"{FLOOR} ×{f}"].median
             per_mb = ours_s / mb
             base_per_mb = base_per_mb or per_mb
-            rows.append([
-                name, f"×{f}", f"{mb:.2f}", f"{1000 * ours_s:.0f}", f"{1000 * per_mb:.0f}",
-                f"{per_mb / base_per_mb:.2f}", f"{ours_s / floor_s:.2f}",
-            ])
+            rows.append(
+                [
+                    name,
+                    f"×{f}",
+                    f"{mb:.2f}",
+                    f"{1000 * ours_s:.0f}",
+                    f"{1000 * per_mb:.0f}",
+                    f"{per_mb / base_per_mb:.2f}",
+                    f"{ours_s / floor_s:.2f}",
+                ]
+            )
     return rows
 
 
@@ -153,10 +165,14 @@ def render_speed(results: list[DocResult], max_tokens: int) -> list[str]:
         for p in peers:
             if r.sizes_by_tokens[p] and med[OURS] >= med[p]:
                 misses.append(f"{p} on {r.name}")
-        ratio_rows.append([
-            r.name, f"{r.size_bytes / 1024:.0f}", _ratio(med[OURS], med[FLOOR]),
-            *(_ratio(med[OURS], med[n]) for n in names),
-        ])
+        ratio_rows.append(
+            [
+                r.name,
+                f"{r.size_bytes / 1024:.0f}",
+                _ratio(med[OURS], med[FLOOR]),
+                *(_ratio(med[OURS], med[n]) for n in names),
+            ]
+        )
         abs_rows.append([r.name, *(f"{1000 * med[n]:.1f}" for n in r.timings)])
     mark = {n: "" if results[0].sizes_by_tokens[n] else " †" for n in names}
     return [
@@ -179,14 +195,29 @@ def render_speed(results: list[DocResult], max_tokens: int) -> list[str]:
     ]
 
 
-_STRUCT_HEAD = ["chunks", "split fences", "split tables", "heading-only", "dropped chars",
-                "over limit (max tok)", "embed text over input limit", "unlocated chars"]
+_STRUCT_HEAD = [
+    "chunks",
+    "split fences",
+    "split tables",
+    "heading-only",
+    "dropped chars",
+    "over limit (max tok)",
+    "embed text over input limit",
+    "unlocated chars",
+]
 
 
 def _struct_cells(s: StructureStats, is_ours: bool) -> list[Any]:
-    return [s.chunks, s.split_fences, s.split_tables, s.heading_only, s.dropped_chars,
-            f"{s.over_limit} ({s.max_tokens})", s.over_input_limit if is_ours else "n/a",
-            s.unlocated_chars]
+    return [
+        s.chunks,
+        s.split_fences,
+        s.split_tables,
+        s.heading_only,
+        s.dropped_chars,
+        f"{s.over_limit} ({s.max_tokens})",
+        s.over_input_limit if is_ours else "n/a",
+        s.unlocated_chars,
+    ]
 
 
 def ours_is_clean(results: list[DocResult]) -> list[str]:
@@ -194,8 +225,14 @@ def ours_is_clean(results: list[DocResult]) -> list[str]:
     bad = []
     for r in results:
         s = r.structure.get(OURS)
-        if s and (s.split_fences or s.split_tables or s.heading_only or s.dropped_chars
-                  or s.over_limit or s.over_input_limit):
+        if s and (
+            s.split_fences
+            or s.split_tables
+            or s.heading_only
+            or s.dropped_chars
+            or s.over_limit
+            or s.over_input_limit
+        ):
             bad.append(r.name)
     return bad
 
@@ -212,8 +249,16 @@ def render_structure(results: list[DocResult], max_tokens: int, full: bool) -> l
             tot = StructureStats()
             for r in results:
                 s = r.structure[n]
-                for f in ("chunks", "split_fences", "split_tables", "heading_only",
-                          "dropped_chars", "over_limit", "over_input_limit", "unlocated_chars"):
+                for f in (
+                    "chunks",
+                    "split_fences",
+                    "split_tables",
+                    "heading_only",
+                    "dropped_chars",
+                    "over_limit",
+                    "over_input_limit",
+                    "unlocated_chars",
+                ):
                     setattr(tot, f, getattr(tot, f) + getattr(s, f))
                 tot.max_tokens = max(tot.max_tokens, s.max_tokens)
             rows.append([n, *_struct_cells(tot, n == OURS)])
@@ -255,7 +300,9 @@ order, whitespace-insensitively."""
 
 
 def render(
-    by_size: dict[int, list[DocResult]], scale_rows: list[list[Any]], network: list[str],
+    by_size: dict[int, list[DocResult]],
+    scale_rows: list[list[Any]],
+    network: list[str],
     revision: str | None = None,
 ) -> str:
     """The `chunking` section of BENCHMARKS.md (`revision`: the chunker's, taken at start)."""
@@ -278,8 +325,18 @@ def render(
         lines += [
             "### Linear scaling (ours, 300 tokens; documents replicated)",
             "",
-            markdown_table(["document", "copies", "MB", "ours ms", "ours ms/MB",
-                            "ms/MB vs ×1", "ours / floor"], scale_rows),
+            markdown_table(
+                [
+                    "document",
+                    "copies",
+                    "MB",
+                    "ours ms",
+                    "ours ms/MB",
+                    "ms/MB vs ×1",
+                    "ours / floor",
+                ],
+                scale_rows,
+            ),
             "",
         ]
     lines.append(f"Network attempts during the run: {len(network)}.")

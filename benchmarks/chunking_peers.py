@@ -82,8 +82,7 @@ def ours_competitor(max_tokens: int, title: str = NOTE_TITLE) -> Competitor:
 
     def views(chunks: list[Any]) -> list[ChunkView]:
         return [
-            ChunkView(c.content_md, c.start_offset, c.end_offset, c.embedding_text)
-            for c in chunks
+            ChunkView(c.content_md, c.start_offset, c.end_offset, c.embedding_text) for c in chunks
         ]
 
     return Competitor("ours", lambda text: chunker.chunk_note(text, title), views, True)
@@ -97,7 +96,10 @@ def baseline_competitor(max_tokens: int, title: str = NOTE_TITLE) -> Competitor:
         return [ChunkView(c.content_md) for c in chunks]
 
     return Competitor(
-        "roadmap regex", lambda text: chunker.chunk_note(text, title), views, True,
+        "roadmap regex",
+        lambda text: chunker.chunk_note(text, title),
+        views,
+        True,
         "sizes by len//4",
     )
 
@@ -158,7 +160,10 @@ def chonkie_competitor(max_tokens: int) -> Competitor:
         return [ChunkView(c.text, c.start_index, c.end_index) for c in chunks]
 
     return Competitor(
-        "chonkie RecursiveChunker", run, views, True,
+        "chonkie RecursiveChunker",
+        run,
+        views,
+        True,
         "default rules: markdown recipe needs the HF hub; token-count memo cleared per run",
     )
 

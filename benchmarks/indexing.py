@@ -63,9 +63,16 @@ class Sizes:
 
     @classmethod
     def quick(cls) -> Sizes:
-        return cls(seeds=(0,), sections=12, edits=3, fulls=1, latency_lines=200,
-                   throughput_notes=8, throughput_configs=("1 loop", "2 loops"),
-                   request_sections=60)
+        return cls(
+            seeds=(0,),
+            sections=12,
+            edits=3,
+            fulls=1,
+            latency_lines=200,
+            throughput_notes=8,
+            throughput_configs=("1 loop", "2 loops"),
+            request_sections=60,
+        )
 
 
 def pct(x: float) -> str:
@@ -75,119 +82,222 @@ def pct(x: float) -> str:
 def report_edits(rows: list[EditRow]) -> str:
     summary = summarize_edits(rows)
     table = [
-        [name, int(s["edits"]), f"{s['embedded']:.1f} / {s['of_chunks']:.1f}", pct(s["chunks"]),
-         pct(s["tokens"]), pct(1 - s["tokens"]), f"{int(s['agree'])}/{int(s['edits'])}"]
+        [
+            name,
+            int(s["edits"]),
+            f"{s['embedded']:.1f} / {s['of_chunks']:.1f}",
+            pct(s["chunks"]),
+            pct(s["tokens"]),
+            pct(1 - s["tokens"]),
+            f"{int(s['agree'])}/{int(s['edits'])}",
+        ]
         for name, s in summary.items()
     ]
     mean_tokens = statistics.mean(r.token_fraction for r in rows)
     mean_chunks = statistics.mean(r.chunk_fraction for r in rows)
     detail = markdown_table(
         ["seed", "edit", "what", "embedded / chunks", "tokens embedded / full", "stats = count"],
-        [[r.seed, r.edit, r.detail, f"{r.stats['embedded']} / {r.stats['chunks']}",
-          f"{r.stats['tokens_embedded']} / {r.expected.tokens_total}",
-          "yes" if r.agrees else f"NO (count: {r.expected.chunks_new} chunks, "
-          f"{r.expected.tokens_new} tokens)"] for r in rows],
+        [
+            [
+                r.seed,
+                r.edit,
+                r.detail,
+                f"{r.stats['embedded']} / {r.stats['chunks']}",
+                f"{r.stats['tokens_embedded']} / {r.expected.tokens_total}",
+                "yes"
+                if r.agrees
+                else f"NO (count: {r.expected.chunks_new} chunks, {r.expected.tokens_new} tokens)",
+            ]
+            for r in rows
+        ],
     )
-    return "\n".join([
-        markdown_table(["edit", "edits", "embedded / chunks (mean)", "chunks embedded",
-                        "tokens embedded", "tokens saved", "stats = independent count"], table),
-        "",
-        f"**Average saving over all {len(rows)} edits: {pct(1 - mean_tokens)} of embedding "
-        f"tokens, {pct(1 - mean_chunks)} of chunk embeddings** (target ≥ 90 %; the roadmap "
-        f"asked 70–90 %). Full re-embed = every chunk of the new version, tokens counted with "
-        f"the model's own word-piece tokenizer; the independent count chunks old and new "
-        f"content with the app's chunker and counts the distinct `content_hash`es never "
-        f"embedded before in the run.",
-        "",
-        "<details><summary>Every edit</summary>",
-        "",
-        detail,
-        "",
-        "</details>",
-    ])
+    return "\n".join(
+        [
+            markdown_table(
+                [
+                    "edit",
+                    "edits",
+                    "embedded / chunks (mean)",
+                    "chunks embedded",
+                    "tokens embedded",
+                    "tokens saved",
+                    "stats = independent count",
+                ],
+                table,
+            ),
+            "",
+            f"**Average saving over all {len(rows)} edits: {pct(1 - mean_tokens)} of embedding "
+            f"tokens, {pct(1 - mean_chunks)} of chunk embeddings** (target ≥ 90 %; the roadmap "
+            f"asked 70–90 %). Full re-embed = every chunk of the new version, tokens counted with "
+            f"the model's own word-piece tokenizer; the independent count chunks old and new "
+            f"content with the app's chunker and counts the distinct `content_hash`es never "
+            f"embedded before in the run.",
+            "",
+            "<details><summary>Every edit</summary>",
+            "",
+            detail,
+            "",
+            "</details>",
+        ]
+    )
 
 
 def report_latency(r: LatencyResult) -> str:
     edit, full = summarize(r.edit_s), summarize(r.full_s)
     rows = [
-        ["one-paragraph edit (PATCH → searchable)", *edit.row()[:3],
-         f"{statistics.mean(r.edit_embedded):.1f}", "1.00×"],
-        ["full re-index of the note (POST → searchable), baseline", *full.row()[:3],
-         f"{statistics.mean(r.full_embedded):.0f}", ratio(full.p50, edit.p50)],
+        [
+            "one-paragraph edit (PATCH → searchable)",
+            *edit.row()[:3],
+            f"{statistics.mean(r.edit_embedded):.1f}",
+            "1.00×",
+        ],
+        [
+            "full re-index of the note (POST → searchable), baseline",
+            *full.row()[:3],
+            f"{statistics.mean(r.full_embedded):.0f}",
+            ratio(full.p50, edit.p50),
+        ],
     ]
     if r.search_s:
         s = summarize(r.search_s)
         rows.append(
             ["edit → returned by POST /v1/search", *s.row()[:3], "", ratio(s.p50, edit.p50)]
         )
-    return "\n".join([
-        markdown_table(["what", "n", "P50 ms", "P95 ms", "chunks embedded", "P50 ÷ edit P50"],
-                       rows),
-        "",
-        f"Note: {r.lines}-line generated note ({r.note_bytes / 1024:.0f} KB, {r.chunks} chunks); "
-        f"the app's 2 background worker loops do the work (woken by the write; polled every "
-        f"{POLL_S * 1000:.0f} ms for visibility: `indexed_version` = the new version and "
-        f"every new chunk hash present in `note_chunks`). The reconciler's own `duration_ms` "
-        f"for the edits: P50 {statistics.median(r.edit_index_ms):.0f} ms. Search: {r.search}.",
-    ])
+    return "\n".join(
+        [
+            markdown_table(
+                ["what", "n", "P50 ms", "P95 ms", "chunks embedded", "P50 ÷ edit P50"], rows
+            ),
+            "",
+            f"Note: {r.lines}-line generated note ({r.note_bytes / 1024:.0f} KB, {r.chunks} chunks); "
+            f"the app's 2 background worker loops do the work (woken by the write; polled every "
+            f"{POLL_S * 1000:.0f} ms for visibility: `indexed_version` = the new version and "
+            f"every new chunk hash present in `note_chunks`). The reconciler's own `duration_ms` "
+            f"for the edits: P50 {statistics.median(r.edit_index_ms):.0f} ms. Search: {r.search}.",
+        ]
+    )
 
 
 def report_throughput(rows: list[ThroughputRow]) -> str:
     base = rows[0] if rows else None
     table = [
-        [r.config, r.notes, r.chunks, r.embedded, f"{r.seconds:.1f}",
-         f"{r.notes_per_s:.2f}", f"{r.chunks_per_s:.1f}", f"{r.tokens / r.seconds:.0f}",
-         ratio(r.chunks_per_s, base.chunks_per_s) if base else "—"]
+        [
+            r.config,
+            r.notes,
+            r.chunks,
+            r.embedded,
+            f"{r.seconds:.1f}",
+            f"{r.notes_per_s:.2f}",
+            f"{r.chunks_per_s:.1f}",
+            f"{r.tokens / r.seconds:.0f}",
+            ratio(r.chunks_per_s, base.chunks_per_s) if base else "—",
+        ]
         for r in rows
     ]
-    return "\n".join([
-        markdown_table(["workers", "notes", "chunks", "embedded", "s", "notes/s", "chunks/s",
-                        "tokens/s", "÷ 1 loop"], table),
-        "",
-        "Fresh notes (3 sections of one paragraph, list or code block each) queued while no "
-        "worker ran, released at once; every configuration indexes identical notes in a "
-        "fresh database. The in-process loops share the app's one embedder (a single "
-        "inference thread running ONNX with 2 intra-op threads); each worker process has its "
-        "own (loaded inside the clock).",
-    ])
+    return "\n".join(
+        [
+            markdown_table(
+                [
+                    "workers",
+                    "notes",
+                    "chunks",
+                    "embedded",
+                    "s",
+                    "notes/s",
+                    "chunks/s",
+                    "tokens/s",
+                    "÷ 1 loop",
+                ],
+                table,
+            ),
+            "",
+            "Fresh notes (3 sections of one paragraph, list or code block each) queued while no "
+            "worker ran, released at once; every configuration indexes identical notes in a "
+            "fresh database. The in-process loops share the app's one embedder (a single "
+            "inference thread running ONNX with 2 intra-op threads); each worker process has its "
+            "own (loaded inside the clock).",
+        ]
+    )
 
 
 def report_requests(rows: list[RequestsRow]) -> str:
     table = []
     for r in rows:
         batched = next(x for x in rows if x.scenario == r.scenario and x.path.startswith("embed"))
-        table.append([r.scenario, r.path, r.chunks, r.requests, f"{r.per_1000:.0f}",
-                      f"{r.seconds:.2f}", ratio(r.seconds, batched.seconds)])
-    return "\n".join([
-        markdown_table(["chunks as", "path", "chunks", "requests", "requests / 1 000 chunks",
-                        "wall s", "wall ÷ batched embed()"], table),
-        "",
-        "Requests counted by the stub (`/v1/embeddings`). The reconciler embeds once per note "
-        "run (batched by count and tokens inside the note), so requests per 1 000 chunks "
-        "depend on chunks per note; it does not batch across notes. Its wall time includes "
-        "chunking, the database reads and writes and the swap; the two `embed()` rows are "
-        "embedding calls only, in sequence, through the same client. The stub is on loopback "
-        "and does no model work: against a real API every request also pays network and "
-        "queueing latency, which scales with the request count.",
-    ])
+        table.append(
+            [
+                r.scenario,
+                r.path,
+                r.chunks,
+                r.requests,
+                f"{r.per_1000:.0f}",
+                f"{r.seconds:.2f}",
+                ratio(r.seconds, batched.seconds),
+            ]
+        )
+    return "\n".join(
+        [
+            markdown_table(
+                [
+                    "chunks as",
+                    "path",
+                    "chunks",
+                    "requests",
+                    "requests / 1 000 chunks",
+                    "wall s",
+                    "wall ÷ batched embed()",
+                ],
+                table,
+            ),
+            "",
+            "Requests counted by the stub (`/v1/embeddings`). The reconciler embeds once per note "
+            "run (batched by count and tokens inside the note), so requests per 1 000 chunks "
+            "depend on chunks per note; it does not batch across notes. Its wall time includes "
+            "chunking, the database reads and writes and the swap; the two `embed()` rows are "
+            "embedding calls only, in sequence, through the same client. The stub is on loopback "
+            "and does no model work: against a real API every request also pays network and "
+            "queueing latency, which scales with the request count.",
+        ]
+    )
 
 
 def report_bytes(rows: list[BytesRow]) -> str:
     table = []
     for r in rows:
         binary = next(x for x in rows if x.dims == r.dims and x.encoding.startswith("binary"))
-        table.append([r.dims, r.encoding, r.count, f"{r.avg_obj_size:.0f}", f"{r.bson_len:.0f}",
-                      r.vector_bytes, f"{r.coll_size / 1024:.0f}",
-                      ratio(r.avg_obj_size, binary.avg_obj_size)])
-    return "\n".join([
-        markdown_table(["dims", "embedding as", "chunks", "collStats avgObjSize B",
-                        "bson.encode B (mean)", "vector field B", "collStats size KB",
-                        "÷ binary"], table),
-        "",
-        "Chunk documents of the 1 000-line note with every `note_chunks` field. SecantusDB's "
-        "`collStats` reports uncompressed BSON (`storageSize` = `size`), so on-disk "
-        "compression is not measured here; random float vectors barely compress anyway.",
-    ])
+        table.append(
+            [
+                r.dims,
+                r.encoding,
+                r.count,
+                f"{r.avg_obj_size:.0f}",
+                f"{r.bson_len:.0f}",
+                r.vector_bytes,
+                f"{r.coll_size / 1024:.0f}",
+                ratio(r.avg_obj_size, binary.avg_obj_size),
+            ]
+        )
+    return "\n".join(
+        [
+            markdown_table(
+                [
+                    "dims",
+                    "embedding as",
+                    "chunks",
+                    "collStats avgObjSize B",
+                    "bson.encode B (mean)",
+                    "vector field B",
+                    "collStats size KB",
+                    "÷ binary",
+                ],
+                table,
+            ),
+            "",
+            "Chunk documents of the 1 000-line note with every `note_chunks` field. SecantusDB's "
+            "`collStats` reports uncompressed BSON (`storageSize` = `size`), so on-disk "
+            "compression is not measured here; random float vectors barely compress anyway.",
+        ]
+    )
 
 
 async def run(parts: tuple[str, ...], sizes: Sizes, mongo_url: str, work: Path) -> str:
@@ -207,23 +317,28 @@ async def run(parts: tuple[str, ...], sizes: Sizes, mongo_url: str, work: Path) 
     timings: dict[str, float] = {}
     if "a" in parts:
         t = time.perf_counter()
-        rows = await run_edit_mix(settings("edits", autonote_index_workers=0),
-                                  list(sizes.seeds), sizes.sections)
-        out += ["", f"### (a) Incremental re-embedding, edit mix on {sizes.sections}-section "
-                "notes", "", report_edits(rows)]
+        rows = await run_edit_mix(
+            settings("edits", autonote_index_workers=0), list(sizes.seeds), sizes.sections
+        )
+        out += [
+            "",
+            f"### (a) Incremental re-embedding, edit mix on {sizes.sections}-section notes",
+            "",
+            report_edits(rows),
+        ]
         timings["a"] = time.perf_counter() - t
     if "b" in parts:
         t = time.perf_counter()
-        lat = await run_edit_latency(settings("latency"), sizes.edits, sizes.fulls,
-                                     sizes.latency_lines)
+        lat = await run_edit_latency(
+            settings("latency"), sizes.edits, sizes.fulls, sizes.latency_lines
+        )
         out += ["", "### (b) Edit-to-searchable latency", "", report_latency(lat)]
         timings["b"] = time.perf_counter() - t
     if "c" in parts:
         t = time.perf_counter()
         notes = throughput_notes(sizes.throughput_notes)
         rows_c = [
-            await run_throughput(settings(f"tp{i}", autonote_index_workers=0), config, notes,
-                                 work)
+            await run_throughput(settings(f"tp{i}", autonote_index_workers=0), config, notes, work)
             for i, config in enumerate(sizes.throughput_configs)
         ]
         out += ["", "### (c) Indexing throughput", "", report_throughput(rows_c)]
@@ -234,11 +349,22 @@ async def run(parts: tuple[str, ...], sizes: Sizes, mongo_url: str, work: Path) 
         t = time.perf_counter()
         with StubServer() as stub:
             rows_d = await run_requests(
-                settings("requests", embedding_provider="openai", openai_api_key="sk-bench",
-                         openai_base_url=stub.base_url, autonote_index_workers=0),
-                stub, sizes.request_sections)
-        out += ["", "### (d) OpenAI embedding requests per 1 000 chunks (stub server)", "",
-                report_requests(rows_d)]
+                settings(
+                    "requests",
+                    embedding_provider="openai",
+                    openai_api_key="sk-bench",
+                    openai_base_url=stub.base_url,
+                    autonote_index_workers=0,
+                ),
+                stub,
+                sizes.request_sections,
+            )
+        out += [
+            "",
+            "### (d) OpenAI embedding requests per 1 000 chunks (stub server)",
+            "",
+            report_requests(rows_d),
+        ]
         timings["d"] = time.perf_counter() - t
     if "e" in parts:
         from api.config import load_settings
@@ -253,8 +379,12 @@ async def run(parts: tuple[str, ...], sizes: Sizes, mongo_url: str, work: Path) 
         drop_database(mongo_url, "bench_idx_bytes")
         out += ["", "### (e) Bytes per chunk in `note_chunks`", "", report_bytes(rows_e)]
         timings["e"] = time.perf_counter() - t
-    out += ["", "Part wall times: " + ", ".join(f"({k}) {v:.0f} s" for k, v in timings.items())
-            + f"; 1-minute load average at the end: {os.getloadavg()[0]:.1f}."]
+    out += [
+        "",
+        "Part wall times: "
+        + ", ".join(f"({k}) {v:.0f} s" for k, v in timings.items())
+        + f"; 1-minute load average at the end: {os.getloadavg()[0]:.1f}.",
+    ]
     return "\n".join(out)
 
 

@@ -112,8 +112,12 @@ async def _full_index(
     resp.raise_for_status()
     oid = ObjectId(resp.json()["id"])
     hashes = {c.content_hash for c in running.container.chunker.chunk_note(content, title)}
-    await wait_until(lambda: _visible(running, oid, 1, hashes), timeout_s=900,
-                     interval_s=POLL_S, what="full index")
+    await wait_until(
+        lambda: _visible(running, oid, 1, hashes),
+        timeout_s=900,
+        interval_s=POLL_S,
+        what="full index",
+    )
     result.full_s.append(time.perf_counter() - start)
     note = await running.container.db.notes.find_one({"_id": oid})
     stats = note["last_index_stats"]
@@ -142,8 +146,12 @@ async def run_edit_latency(
         first = chunker.chunk_note(content, title)
         old = {c.content_hash for c in first}
         result.lines, result.note_bytes, result.chunks = lines, len(content.encode()), len(first)
-        await wait_until(lambda: _visible(running, oid, 1, old), timeout_s=900,
-                         interval_s=0.05, what="initial index")
+        await wait_until(
+            lambda: _visible(running, oid, 1, old),
+            timeout_s=900,
+            interval_s=0.05,
+            what="initial index",
+        )
         full_at = {round(i * edits / fulls) for i in range(fulls)}
         version = 1
         if wired:
@@ -153,8 +161,12 @@ async def run_edit_latency(
             if i in full_at:
                 # Clearing the cache while the last edit's eviction is still writing to it
                 # would let the baseline reuse vectors: wait for the eviction first.
-                await wait_until(lambda v=version: _evicted(running, oid, v), timeout_s=300,
-                                 interval_s=0.05, what="eviction")
+                await wait_until(
+                    lambda v=version: _evicted(running, oid, v),
+                    timeout_s=300,
+                    interval_s=0.05,
+                    what="eviction",
+                )
                 await _full_index(running, title, content, len(old), result)
             marker = f"zqx{i}marker"
             content = rewrite_paragraph(content, 7 * i + 3, f"{marker} {paragraph(rng)}")
@@ -165,8 +177,12 @@ async def run_edit_latency(
             start = time.perf_counter()
             resp.raise_for_status()
             version = resp.json()["version"]
-            await wait_until(lambda v=version, h=new - old: _visible(running, oid, v, h),
-                             timeout_s=300, interval_s=POLL_S, what="edit indexed")
+            await wait_until(
+                lambda v=version, h=new - old: _visible(running, oid, v, h),
+                timeout_s=300,
+                interval_s=POLL_S,
+                what="edit indexed",
+            )
             result.edit_s.append(time.perf_counter() - start)
             if wired and result.search.startswith("included"):
                 waited = await _searchable(running, headers, marker, result)
@@ -225,7 +241,10 @@ def _worker_process(settings: Settings, log_path: Path) -> subprocess.Popen[byte
     with log_path.open("ab") as logf:
         return subprocess.Popen(
             [sys.executable, "-m", "api.cli", "worker", "--concurrency", "1"],
-            cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=logf,
+            cwd=REPO_ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=logf,
             stderr=subprocess.STDOUT,
         )
 
@@ -258,7 +277,9 @@ async def run_throughput(
                 logs = [work_dir / f"worker-{i}.log" for i in range(2)]
                 procs = [_worker_process(settings, p) for p in logs]
                 await wait_until(
-                    lambda: _ready(logs, procs), timeout_s=120, interval_s=0.1,
+                    lambda: _ready(logs, procs),
+                    timeout_s=120,
+                    interval_s=0.1,
                     what="worker processes ready",
                 )
             else:
@@ -273,8 +294,12 @@ async def run_throughput(
             await db.notes.update_many({}, {"$set": {"next_attempt_at": datetime.now(UTC)}})
             if workers is not None:
                 workers.wake()
-            await wait_until(lambda: _all_indexed(db, len(notes)), timeout_s=1800,
-                             interval_s=0.05, what=f"throughput {config}")
+            await wait_until(
+                lambda: _all_indexed(db, len(notes)),
+                timeout_s=1800,
+                interval_s=0.05,
+                what=f"throughput {config}",
+            )
             seconds = time.perf_counter() - start
         finally:
             if workers is not None:

@@ -33,10 +33,18 @@ _WORDS = (
 ).split()
 _TYPO = ("configuration", "configuraiton")
 _CODE = (
-    ["```bash", "kubectl rollout status deploy/api --timeout=120s",
-     "kubectl logs -l app=worker --since=10m | grep -i lease", "```"],
-    ["```python", "def backoff(attempt: int, base: float = 2.0) -> float:",
-     "    return min(600.0, base * 2 ** attempt)", "```"],
+    [
+        "```bash",
+        "kubectl rollout status deploy/api --timeout=120s",
+        "kubectl logs -l app=worker --since=10m | grep -i lease",
+        "```",
+    ],
+    [
+        "```python",
+        "def backoff(attempt: int, base: float = 2.0) -> float:",
+        "    return min(600.0, base * 2 ** attempt)",
+        "```",
+    ],
     ["```yaml", "retention:", "  daily: 7", "  weekly: 4", "  monthly: 12", "```"],
 )
 

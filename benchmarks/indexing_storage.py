@@ -91,23 +91,42 @@ async def run_requests(
             )
             if stored != chunks:
                 raise RuntimeError(f"{scenario}: {stored} chunks stored, chunker made {chunks}")
-            rows.append(RequestsRow(scenario, "reconciler (ours)", chunks,
-                                    len(stub.requests_to("/v1/embeddings")), seconds))
+            rows.append(
+                RequestsRow(
+                    scenario,
+                    "reconciler (ours)",
+                    chunks,
+                    len(stub.requests_to("/v1/embeddings")),
+                    seconds,
+                )
+            )
             stub.reset()
             start = time.perf_counter()
             for note_texts in texts:
                 await embedder.embed(note_texts)
-            rows.append(RequestsRow(scenario, "embed() only, one call per note", chunks,
-                                    len(stub.requests_to("/v1/embeddings")),
-                                    time.perf_counter() - start))
+            rows.append(
+                RequestsRow(
+                    scenario,
+                    "embed() only, one call per note",
+                    chunks,
+                    len(stub.requests_to("/v1/embeddings")),
+                    time.perf_counter() - start,
+                )
+            )
             stub.reset()
             start = time.perf_counter()
             for note_texts in texts:
                 for text in note_texts:
                     await embedder.embed([text])
-            rows.append(RequestsRow(scenario, "roadmap: embed([text]) per chunk", chunks,
-                                    len(stub.requests_to("/v1/embeddings")),
-                                    time.perf_counter() - start))
+            rows.append(
+                RequestsRow(
+                    scenario,
+                    "roadmap: embed([text]) per chunk",
+                    chunks,
+                    len(stub.requests_to("/v1/embeddings")),
+                    time.perf_counter() - start,
+                )
+            )
     return rows
 
 
@@ -137,16 +156,29 @@ def chunk_docs(chunks: list[Any], dims: int, binary: bool, seed: int = 5) -> lis
         vec = rng.standard_normal(dims).astype(np.float32)
         vec /= np.linalg.norm(vec)
         embedding: Any = to_bson_vector(vec) if binary else vec.astype(np.float64).tolist()
-        docs.append({
-            "note_id": note_id, "author_id": author_id, "tags": ["bench", "storage"],
-            "note_version": 1, "chunk_index": c.chunk_index, "total_chunks": c.total_chunks,
-            "chunk_position": c.chunk_position, "heading_path": list(c.heading_path),
-            "section_path": c.section_path, "chunk_type": c.chunk_type,
-            "content_md": c.content_md, "start_offset": c.start_offset,
-            "end_offset": c.end_offset, "token_count": c.token_count,
-            "content_hash": c.content_hash, "metadata": dict(c.metadata or {}),
-            "embedding": embedding, "embedding_model": f"bench@{dims}", "created_at": now,
-        })
+        docs.append(
+            {
+                "note_id": note_id,
+                "author_id": author_id,
+                "tags": ["bench", "storage"],
+                "note_version": 1,
+                "chunk_index": c.chunk_index,
+                "total_chunks": c.total_chunks,
+                "chunk_position": c.chunk_position,
+                "heading_path": list(c.heading_path),
+                "section_path": c.section_path,
+                "chunk_type": c.chunk_type,
+                "content_md": c.content_md,
+                "start_offset": c.start_offset,
+                "end_offset": c.end_offset,
+                "token_count": c.token_count,
+                "content_hash": c.content_hash,
+                "metadata": dict(c.metadata or {}),
+                "embedding": embedding,
+                "embedding_model": f"bench@{dims}",
+                "created_at": now,
+            }
+        )
     return docs
 
 
@@ -168,11 +200,18 @@ def run_bytes(
                 stats = db.command("collStats", name)
                 one = docs[0]["embedding"]
                 vector_bytes = len(bson.encode({"embedding": one})) - len(bson.encode({}))
-                rows.append(BytesRow(
-                    dims, label, int(stats["count"]), int(stats["size"]),
-                    float(stats["avgObjSize"]), sum(encoded) / len(encoded), vector_bytes,
-                    int(stats.get("storageSize", 0)),
-                ))
+                rows.append(
+                    BytesRow(
+                        dims,
+                        label,
+                        int(stats["count"]),
+                        int(stats["size"]),
+                        float(stats["avgObjSize"]),
+                        sum(encoded) / len(encoded),
+                        vector_bytes,
+                        int(stats.get("storageSize", 0)),
+                    )
+                )
     finally:
         client.close()
     return rows

@@ -57,11 +57,11 @@ class LoadConfig:
     levels: tuple[int, ...] = (1, 2, 4, 8, 16)
     duration_s: float = 30.0
     max_requests: int = 50_000  # per level
-    seed_notes: int = 8  # per user, created (and indexed) before the first level
+    seed_notes: int = 4  # per user, created (and indexed) before the first level
     baseline_s: float = 3.0
     lag_share: float = 0.3
     p95_ms: float = 1000.0
-    drain_timeout_s: float = 240.0
+    drain_timeout_s: float = 600.0  # per level, and for the seed notes
     seed: int = 11
     mix: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_MIX))
 

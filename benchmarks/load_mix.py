@@ -89,7 +89,7 @@ class LagProbes:
     rng: random.Random
     max_in_flight: int = 6
     poll_s: float = 0.2
-    timeout_s: float = 180.0
+    timeout_s: float = 600.0
     lags_s: list[float] = field(default_factory=list)
     unfinished: int = 0
     dropped: int = 0  # trashed or edited away before it could be observed

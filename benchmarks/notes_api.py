@@ -144,8 +144,14 @@ def _page_job(tag: str | None, cursor: str | None) -> Job:
 
 
 async def _baselines(
-    result: ModeResult, app: ServedApp, headers: dict[str, str], mongo_url: str, db_name: str,
-    ids: list[str], sizes: Sizes, rng: random.Random,
+    result: ModeResult,
+    app: ServedApp,
+    headers: dict[str, str],
+    mongo_url: str,
+    db_name: str,
+    ids: list[str],
+    sizes: Sizes,
+    rng: random.Random,
 ) -> None:
     oids = [ObjectId(i) for i in ids]
     author = await _author_of(mongo_url, db_name, oids[0])
@@ -159,8 +165,10 @@ async def _baselines(
         result.add("PyMongo find_one", await run_pymongo(mongo_url, db_name, finds, conc))
         query = {"author_id": author, "status": "active"}
         lists = [_list_first_page(query) for _ in range(max(4, sizes.baseline // 5))]
-        result.add(f"PyMongo list query (page of {PAGE})",
-                   await run_pymongo(mongo_url, db_name, lists, conc))
+        result.add(
+            f"PyMongo list query (page of {PAGE})",
+            await run_pymongo(mongo_url, db_name, lists, conc),
+        )
 
 
 def _find_one(oid: ObjectId) -> MongoOp:
@@ -184,8 +192,13 @@ def _list_first_page(query: dict[str, Any]) -> MongoOp:
 
 
 async def _routes(
-    result: ModeResult, app: ServedApp, headers: dict[str, str], corpus: list[NoteSpec],
-    ids: list[str], sizes: Sizes, rng: random.Random,
+    result: ModeResult,
+    app: ServedApp,
+    headers: dict[str, str],
+    corpus: list[NoteSpec],
+    ids: list[str],
+    sizes: Sizes,
+    rng: random.Random,
 ) -> None:
     conc_levels = (1, sizes.concurrency)
     by_id = dict(zip(ids, corpus, strict=True))
@@ -200,8 +213,10 @@ async def _routes(
             for tag, pages in cursors.items():
                 jobs = [_page_job(tag, rng.choice(pages)) for _ in range(sizes.list_requests)]
                 label = f" ?tag={tag}" if tag else ""
-                result.add(f"GET /v1/notes{label} (random page of {PAGE})",
-                           await run_jobs(client, jobs, conc))
+                result.add(
+                    f"GET /v1/notes{label} (random page of {PAGE})",
+                    await run_jobs(client, jobs, conc),
+                )
     for level, conc in enumerate(conc_levels):
         # Each PATCH series edits notes no other series touched.
         lo = 2 * level * sizes.patches
@@ -209,8 +224,11 @@ async def _routes(
         tag_ids = shuffled[lo + sizes.patches : lo + 2 * sizes.patches]
         async with http_client(app.url, conc, headers) as client:
             content_jobs = [
-                _request_job("PATCH", f"/v1/notes/{i}",
-                             json={"content_md": edited_content(by_id[i].content_md, n)})
+                _request_job(
+                    "PATCH",
+                    f"/v1/notes/{i}",
+                    json={"content_md": edited_content(by_id[i].content_md, n)},
+                )
                 for n, i in enumerate(content_ids)
             ]
             result.add("PATCH content (version +1)", await run_jobs(client, content_jobs, conc))
@@ -244,8 +262,10 @@ def list_plan(mongo_url: str, db_name: str) -> str:
         stages.append(node.get("stage", "?"))
         node = node.get("inputStage")
     stats = plan.get("executionStats", {})
-    return (f"plan {' ← '.join(stages)}; {stats.get('totalDocsExamined', '?')} documents "
-            f"examined, {stats.get('nReturned', '?')} returned by the scan, for a page of {PAGE}")
+    return (
+        f"plan {' ← '.join(stages)}; {stats.get('totalDocsExamined', '?')} documents "
+        f"examined, {stats.get('nReturned', '?')} returned by the scan, for a page of {PAGE}"
+    )
 
 
 async def run_mode(
@@ -271,8 +291,11 @@ async def run_mode(
     started = time.perf_counter()
     with ServedApp(env, work_dir / f"server-{mode}.log") as app:
         async with httpx.AsyncClient(base_url=app.url) as admin:
-            resp = await admin.post("/v1/admin/users", json={"name": "bench"},
-                                    headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+            resp = await admin.post(
+                "/v1/admin/users",
+                json={"name": "bench"},
+                headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+            )
             resp.raise_for_status()
         headers = {"Authorization": f"Bearer {resp.json()['api_key']}"}
         half = len(corpus) // 2

@@ -107,8 +107,16 @@ class ServedApp:
         env.pop("OPENAI_API_KEY", None)
         with self.log_path.open("ab") as logf:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port",
-                 str(self.port)],
+                [
+                    sys.executable,
+                    "-m",
+                    "api.cli",
+                    "serve",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.port),
+                ],
                 cwd=REPO_ROOT,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -192,9 +200,7 @@ class PhaseResult:
         return len(self.samples) / self.wall_s if self.wall_s > 0 else 0.0
 
 
-async def run_jobs(
-    client: httpx.AsyncClient, jobs: Iterable[Job], concurrency: int
-) -> PhaseResult:
+async def run_jobs(client: httpx.AsyncClient, jobs: Iterable[Job], concurrency: int) -> PhaseResult:
     """Run `jobs` with `concurrency` workers pulling from one queue; time every request."""
     pending = iter(list(jobs))
     recorder = Recorder()

@@ -20,10 +20,12 @@ BASELINES = ("GET /healthz", "GET /readyz", "PyMongo find_one")
 
 def code_version() -> str:
     """`git describe`-like id of the code measured (dirty when api/ has local changes)."""
+
     def git(*args: str) -> str:
         try:
-            return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True,
-                                  text=True, timeout=10).stdout.strip()
+            return subprocess.run(
+                ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return ""
 
@@ -41,13 +43,30 @@ def mode_table(result: ModeResult) -> str:
     rows = []
     for (route, conc), phase in result.phases.items():
         s: LatencySummary = summarize(phase.samples)
-        rows.append([route, conc, *s.row(), f"{phase.throughput:.0f}",
-                     ratio(s.p50, _p50(result, "GET /healthz", conc)),
-                     ratio(s.p50, _p50(result, "PyMongo find_one", conc))])
-    rows.sort(key=lambda r: (not str(r[0]).startswith(("GET /healthz", "GET /readyz", "PyMongo")),
-                             r[1]))
-    headers = ["series", "conc.", "n", "P50 ms", "P95 ms", "P99 ms", "req/s",
-               "P50 ÷ healthz", "P50 ÷ find_one"]
+        rows.append(
+            [
+                route,
+                conc,
+                *s.row(),
+                f"{phase.throughput:.0f}",
+                ratio(s.p50, _p50(result, "GET /healthz", conc)),
+                ratio(s.p50, _p50(result, "PyMongo find_one", conc)),
+            ]
+        )
+    rows.sort(
+        key=lambda r: (not str(r[0]).startswith(("GET /healthz", "GET /readyz", "PyMongo")), r[1])
+    )
+    headers = [
+        "series",
+        "conc.",
+        "n",
+        "P50 ms",
+        "P95 ms",
+        "P99 ms",
+        "req/s",
+        "P50 ÷ healthz",
+        "P50 ÷ find_one",
+    ]
     return markdown_table(headers, rows)
 
 
@@ -63,8 +82,9 @@ def load_table(results: dict[str, ModeResult]) -> str:
         a, b = summarize(on.phases[key].samples), summarize(phase.samples)
         norm_on = a.p50 / _p50(on, "GET /healthz", key[1])
         norm_off = b.p50 / _p50(off, "GET /healthz", key[1])
-        rows.append([key[0], key[1], ratio(a.p50, b.p50), ratio(a.p95, b.p95),
-                     ratio(norm_on, norm_off)])
+        rows.append(
+            [key[0], key[1], ratio(a.p50, b.p50), ratio(a.p95, b.p95), ratio(norm_on, norm_off)]
+        )
     return markdown_table(
         ["series", "conc.", "P50 on ÷ off", "P95 on ÷ off", "(P50 ÷ healthz) on ÷ off"], rows
     )
@@ -122,18 +142,30 @@ def report(results: dict[str, ModeResult], corpus: list[NoteSpec], sizes: Sizes)
             f"{ratio(_p50(result, route, c), _p50(result, db_query, c))} at concurrency {c}"
             for c in sorted({conc for _, conc in result.phases})
         )
-        parts += ["", f"### Mode `{mode}` — {what}", "", mode_table(result), "",
-                  f"Mode wall time {result.wall_s:.0f} s; 1-minute load average {load} on "
-                  f"{os.cpu_count()} logical CPUs. Listing query on this server: "
-                  f"{result.list_plan}; the listing route costs {own} its own database "
-                  f"query (PyMongo, same filter, projection, sort and limit)."]
+        parts += [
+            "",
+            f"### Mode `{mode}` — {what}",
+            "",
+            mode_table(result),
+            "",
+            f"Mode wall time {result.wall_s:.0f} s; 1-minute load average {load} on "
+            f"{os.cpu_count()} logical CPUs. Listing query on this server: "
+            f"{result.list_plan}; the listing route costs {own} its own database "
+            f"query (PyMongo, same filter, projection, sort and limit).",
+        ]
     table = load_table(results)
     if table:
         parts += [
-            "", "### Cost of the background indexer", "",
+            "",
+            "### Cost of the background indexer",
+            "",
             "The two modes run one after the other, so other jobs on the machine may differ "
             "between them; the last column divides each mode by its own healthz P50 to take "
             "some of that drift out (it also hides the indexer's cost to the bare HTTP "
-            "stack).", "", table, "", _noise_note(results),
+            "stack).",
+            "",
+            table,
+            "",
+            _noise_note(results),
         ]
     return "\n".join(parts)

@@ -31,8 +31,9 @@ def main(argv: list[str]) -> int:
         started = time.monotonic()
         print(f"== benchmarks.{name}", flush=True)
         code = subprocess.call([sys.executable, "-m", f"benchmarks.{name}"], cwd=ROOT)
-        print(f"== benchmarks.{name}: exit {code} after {time.monotonic() - started:.0f}s",
-              flush=True)
+        print(
+            f"== benchmarks.{name}: exit {code} after {time.monotonic() - started:.0f}s", flush=True
+        )
         if code != 0:
             failed.append(name)
     if failed:

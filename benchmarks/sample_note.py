@@ -72,8 +72,7 @@ def _sentence(rng: random.Random) -> str:
 def _paragraph(rng: random.Random) -> list[str]:
     # Notes mix one-line paragraphs with hard-wrapped ones.
     return [
-        " ".join(_sentence(rng) for _ in range(rng.randint(1, 3)))
-        for _ in range(rng.randint(1, 4))
+        " ".join(_sentence(rng) for _ in range(rng.randint(1, 3))) for _ in range(rng.randint(1, 4))
     ]
 
 

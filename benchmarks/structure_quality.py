@@ -90,9 +90,7 @@ def _byte_to_char(source: str) -> Callable[[int], int]:
 
 def parse_document(source: str) -> ParsedDoc:
     """Parse `source` once: block ranges and masks in non-whitespace coordinates."""
-    ns_pos = np.fromiter(
-        (i for i, ch in enumerate(source) if not ch.isspace()), dtype=np.int64
-    )
+    ns_pos = np.fromiter((i for i, ch in enumerate(source) if not ch.isspace()), dtype=np.int64)
     ns = "".join(source[i] for i in ns_pos.tolist())
     to_char = _byte_to_char(source)
 
@@ -215,25 +213,23 @@ def check_structure(
     stats.dropped_chars = int(np.count_nonzero((owner < 0) & ~doc.excluded_mask))
 
     for fence in doc.fences:
-        owners = owner[fence.start:fence.end]
+        owners = owner[fence.start : fence.end]
         if len(np.unique(owners[owners >= 0])) > 1:
             stats.split_fences += 1
     for table in doc.tables:
-        owners = owner[table.start:table.end]
+        owners = owner[table.start : table.end]
         holders = np.unique(owners[owners >= 0])
         if len(holders) <= 1:
             continue
         header_end = table.start + len(table.header)
-        header_holders = set(np.unique(owner[table.start:header_end]).tolist())
+        header_holders = set(np.unique(owner[table.start : header_end]).tolist())
         for idx in holders.tolist():
             if idx not in header_holders and table.header not in strip_ws(chunks[idx].text):
                 stats.split_tables += 1
                 break
 
     for i, chunk in enumerate(chunks):
-        located_content = any(
-            not doc.heading_mask[a:b].all() for a, b in ranges[i]
-        )
+        located_content = any(not doc.heading_mask[a:b].all() for a, b in ranges[i])
         if not located_content and _heading_only_text(chunk.text):
             stats.heading_only += 1
         tokens = count_tokens(chunk.text)

@@ -6,7 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from api.retrieval.schemas import NON_BLANK, FiltersIn
+from api.retrieval.schemas import FiltersIn
+from api.schemas import NON_BLANK
 
 
 def _unicode(v: str) -> str:

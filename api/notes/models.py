@@ -7,11 +7,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from api.schemas import TEXT_PATTERN
+
 NoteStatus = Literal["active", "trashed"]
 IndexStatus = Literal["pending", "indexing", "indexed", "failed", "disabled"]
 
-# No control characters, at least one visible character (also enforced after trimming).
-TEXT_PATTERN = r"^[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
 Tag = Annotated[str, StringConstraints(min_length=1, max_length=512, pattern=TEXT_PATTERN)]
 
 _EXAMPLE_MD = "## Setup\n\nInstall with `pip install autonote`.\n\n## Usage\n\nRun `make run`."

@@ -8,8 +8,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from api.retrieval.models import NoteResult, SearchFilters
+from api.schemas import NON_BLANK
 
-NON_BLANK = r"\S"  # JSON Schema patterns are unanchored: "contains a visible character"
 NoteIdStr = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{24}$")]
 
 

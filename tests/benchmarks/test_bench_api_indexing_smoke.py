@@ -136,15 +136,18 @@ async def test_edit_latency_and_full_baseline(make_settings: Any) -> None:
 
 async def test_throughput_in_process_loops(make_settings: Any, tmp_path: Path) -> None:
     notes = throughput_notes(3)
-    row = await run_throughput(make_settings(autonote_index_workers=0), "2 loops", notes,
-                               tmp_path)
+    row = await run_throughput(make_settings(autonote_index_workers=0), "2 loops", notes, tmp_path)
     assert row.notes == 3 and row.chunks >= 3 and row.embedded == row.chunks
     assert row.seconds > 0 and row.tokens > 0
 
 
 async def test_openai_requests_batched_vs_roadmap(make_settings: Any, openai_stub: Any) -> None:
-    settings = make_settings(embedding_provider="openai", openai_api_key="sk-test",
-                             openai_base_url=openai_stub.base_url, autonote_index_workers=0)
+    settings = make_settings(
+        embedding_provider="openai",
+        openai_api_key="sk-test",
+        openai_base_url=openai_stub.base_url,
+        autonote_index_workers=0,
+    )
     rows = await run_requests(settings, openai_stub, total_sections=40)
     got = {(r.scenario, r.path.split(":")[0].split(" ")[0]): r.requests for r in rows}
     assert got[("1 note × 40 sections", "reconciler")] == 1
@@ -160,8 +163,7 @@ def test_binary_vectors_are_smaller_than_doubles(mongo_url: str, db_name: str) -
     from api.providers import build_chunker, build_embedder
 
     local = load_settings(embedding_provider="local", openai_api_key=None)
-    chunks = build_chunker(local, build_embedder(local, None)).chunk_note(
-        realistic_note(40), "T")
+    chunks = build_chunker(local, build_embedder(local, None)).chunk_note(realistic_note(40), "T")
     rows = run_bytes(mongo_url, db_name, chunks, dims_list=(8, 384))
     by = {(r.dims, r.encoding.split(" ")[0]): r for r in rows}
     assert by[(384, "binary")].vector_bytes == len("embedding") + 2 + 4 + 1 + 2 + 4 * 384
@@ -180,8 +182,14 @@ async def test_notes_api_mode_served_over_http(mongo_url: str, tmp_path: Path) -
     result = await run_mode("chunking_disabled", mongo_url, make_corpus(6), sizes, tmp_path)
     assert result.notes_total == 6 and result.chunks == 0
     routes = {route for route, _ in result.phases}
-    assert {"POST /v1/notes", "GET /v1/notes/{id}", "PATCH content (version +1)",
-            "PATCH tags only", "GET /healthz", "PyMongo find_one"} <= routes
+    assert {
+        "POST /v1/notes",
+        "GET /v1/notes/{id}",
+        "PATCH content (version +1)",
+        "PATCH tags only",
+        "GET /healthz",
+        "PyMongo find_one",
+    } <= routes
     assert {conc for _, conc in result.phases} == {1, 2}
     assert all(p.samples and min(p.samples) > 0 for p in result.phases.values())
     assert len(result.phases[("POST /v1/notes", 1)].samples) == 3

@@ -307,6 +307,13 @@ def record(scenario: str, title: str, figures: dict[str, Any], notes: str = "") 
         "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     path = RESULTS_DIR / f"{scenario}.json"
+    lost = figures.get("acknowledged_lost", figures.get("acknowledged_lost_after_restart"))
+    if lost is not None:
+        # Losses can be intermittent: keep the recent runs' counts, not just the last one.
+        previous: list[Any] = []
+        if path.exists():
+            previous = json.loads(path.read_text()).get("lost_history", [])
+        payload["lost_history"] = [*previous, lost][-20:]
     path.write_text(json.dumps(payload, indent=2, default=str))
     if os.environ.get(REPORT_ENV) == "1":
         from benchmarks.common import update_section

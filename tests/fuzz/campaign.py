@@ -133,12 +133,15 @@ def pytest_row(label: str, args: list[str], env: dict[str, str], stats_file: Pat
         check=False,
     )
     summary = (proc.stdout.strip().splitlines() or ["(no output)"])[-1]
-    cases = 0
+    cases, notes = 0, []
     if stats_file.exists():
         for line in stats_file.read_text().splitlines():
-            cases += json.loads(line).get("calls", 0)
+            record = json.loads(line)
+            cases += record.get("calls", 0)
+            notes += [record["note"]] if "note" in record else []
         stats_file.unlink()
-    return Row(label, cases, int(proc.returncode != 0), summary, time.perf_counter() - start)
+    detail = "; ".join([summary, *notes])
+    return Row(label, cases, int(proc.returncode != 0), detail, time.perf_counter() - start)
 
 
 def api_rows(stateful: int, schema_examples: int) -> list[Row]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import threading
 import time
@@ -127,6 +128,14 @@ def import_case(
         raise Hang(f"{what}: {elapsed:.1f}s")
     stats.record(outcome, elapsed, what)
     return outcome
+
+
+def record_stats(record: dict[str, object]) -> None:
+    """Append a figure for the campaign report (`campaign.py` sets AUTONOTE_FUZZ_STATS)."""
+    path = os.environ.get("AUTONOTE_FUZZ_STATS")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
 
 
 def _fuzz_settings(examples: int) -> settings:

@@ -24,6 +24,7 @@ from pymongo import MongoClient
 
 from api.config import load_settings
 from tests.conftest import ADMIN_TOKEN, ServedApp
+from tests.fuzz.targets import record_stats
 
 LIMIT = 100_000
 IMPORT_LIMIT = 300_000
@@ -185,7 +186,9 @@ def test_chunked_body_is_cut_off_at_the_limit(
     assert out.status == 413, out
     assert json.loads(out.body)["error"] == "payload_too_large"
     assert limit < out.sent <= limit + SLACK, (out.sent, limit)
-    print(f"\n{path}: 413 after {out.sent} bytes sent (limit {limit}) in {out.seconds:.2f}s")
+    note = f"{path}: 413 after {out.sent} B sent (limit {limit} B) in {out.seconds:.2f} s"
+    print("\n" + note)
+    record_stats({"target": "body_limits", "note": note})
 
 
 def test_chunked_body_without_a_key_is_cut_off_too(served: ServedApp) -> None:

@@ -15,7 +15,6 @@ Two checks are adjusted to the documented contract, not silenced:
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
 from collections import Counter
@@ -31,6 +30,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance, use_afte
 
 from api.config import load_settings
 from tests.conftest import ADMIN_TOKEN, ServedApp
+from tests.fuzz.targets import record_stats
 
 SCENARIOS = int(os.environ.get("AUTONOTE_STATEFUL_EXAMPLES", "20"))
 STEPS = 8
@@ -122,18 +122,4 @@ def test_stateful_workflows_never_fail_a_check(served: ServedApp) -> None:
     linked_ok = sum(v for (_, path, status), v in seen.items() if "{" in path and status < 300)
     assert linked_ok > 0, f"no linked call reached an existing resource: {seen}"
     print(f"\nstateful: {SCENARIOS} scenarios, {steps} calls, {linked_ok} linked 2xx")
-    record = os.environ.get("AUTONOTE_FUZZ_STATS")
-    if record:  # the campaign (tests/fuzz/campaign.py) collects these figures
-        with open(record, "a", encoding="utf-8") as f:
-            rows = [[m, p, s, n] for (m, p, s), n in sorted(seen.items())]
-            f.write(
-                json.dumps(
-                    {
-                        "target": "schemathesis_stateful",
-                        "scenarios": SCENARIOS,
-                        "calls": steps,
-                        "seen": rows,
-                    }
-                )
-                + "\n"
-            )
+    record_stats({"target": "schemathesis_stateful", "calls": steps, "linked_2xx": linked_ok})

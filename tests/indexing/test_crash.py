@@ -19,13 +19,23 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def start_worker(settings: Any) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "MONGODB_URL": settings.mongodb_url, "MONGODB_DB": settings.mongodb_db,
-           "EMBEDDING_PROVIDER": "local", "AUTONOTE_INDEX_LEASE_S": "2",
-           "AUTONOTE_INDEX_POLL_S": "0.1", "LOG_LEVEL": "WARNING"}
+    env = {
+        **os.environ,
+        "MONGODB_URL": settings.mongodb_url,
+        "MONGODB_DB": settings.mongodb_db,
+        "EMBEDDING_PROVIDER": "local",
+        "AUTONOTE_INDEX_LEASE_S": "2",
+        "AUTONOTE_INDEX_POLL_S": "0.1",
+        "LOG_LEVEL": "WARNING",
+    }
     env.pop("OPENAI_API_KEY", None)
-    return subprocess.Popen([sys.executable, "-m", "api.cli", "worker", "--concurrency", "2"],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, "-m", "api.cli", "worker", "--concurrency", "2"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 async def count_indexed(db: Any) -> int:
@@ -38,9 +48,11 @@ async def test_sigkilled_worker_loses_nothing(make_settings: Any) -> None:
         h = await api.new_user()
         ids = []
         for i in range(200):
-            r = await api.client.post("/v1/notes", json={
-                "title": f"Note {i}", "content_md": sectioned_note(3, seed=i, words=25)},
-                headers=h)
+            r = await api.client.post(
+                "/v1/notes",
+                json={"title": f"Note {i}", "content_md": sectioned_note(3, seed=i, words=25)},
+                headers=h,
+            )
             ids.append(r.json()["id"])
         db = api.container.db
         first = start_worker(settings)
@@ -55,9 +67,11 @@ async def test_sigkilled_worker_loses_nothing(make_settings: Any) -> None:
             assert 40 <= killed_at < 200, "killed in the middle of the run"
             # Edit a few notes while no worker runs: the new worker must index the latest.
             for note_id in ids[:5]:
-                await api.client.patch(f"/v1/notes/{note_id}",
-                                       json={"content_md": "## Edited\n\nafter the crash"},
-                                       headers=h)
+                await api.client.patch(
+                    f"/v1/notes/{note_id}",
+                    json={"content_md": "## Edited\n\nafter the crash"},
+                    headers=h,
+                )
         finally:
             if first.poll() is None:
                 first.kill()
@@ -71,8 +85,9 @@ async def test_sigkilled_worker_loses_nothing(make_settings: Any) -> None:
             second.terminate()
             second.wait(30)
         notes = await db.notes.find({}).to_list()
-        assert all(n["index_status"] == "indexed" and n["indexed_version"] == n["version"]
-                   for n in notes)
+        assert all(
+            n["index_status"] == "indexed" and n["indexed_version"] == n["version"] for n in notes
+        )
         chunker = api.container.chunker
         total = 0
         for n in notes:

@@ -14,12 +14,19 @@ from tests.helpers import wait_indexed
 @pytest.fixture
 def openai_settings(make_settings: Any, openai_stub: Any) -> Any:
     def make(**overrides: Any) -> Any:
-        return make_settings(**{
-            "embedding_provider": "openai", "openai_api_key": "sk-test",
-            "openai_base_url": openai_stub.base_url, "openai_max_retries": 3,
-            "autonote_index_max_attempts": 2, "autonote_index_backoff_base_s": 0.05,
-            "autonote_index_backoff_max_s": 0.1, **overrides,
-        })
+        return make_settings(
+            **{
+                "embedding_provider": "openai",
+                "openai_api_key": "sk-test",
+                "openai_base_url": openai_stub.base_url,
+                "openai_max_retries": 3,
+                "autonote_index_max_attempts": 2,
+                "autonote_index_backoff_base_s": 0.05,
+                "autonote_index_backoff_max_s": 0.1,
+                **overrides,
+            }
+        )
+
     return make
 
 
@@ -27,8 +34,9 @@ async def test_one_request_embeds_a_thousand_chunks(openai_settings: Any, openai
     content = "\n".join(f"## Topic {i}\n\nFact number {i} about the system.\n" for i in range(1000))
     async with running_app(openai_settings()) as api:
         h = await api.new_user()
-        r = await api.client.post("/v1/notes", json={"title": "Many", "content_md": content},
-                                  headers=h)
+        r = await api.client.post(
+            "/v1/notes", json={"title": "Many", "content_md": content}, headers=h
+        )
         note = await wait_indexed(api, h, r.json()["id"], timeout_s=120)
         assert note["chunk_count"] == 1000 and note["last_index_stats"]["embedded"] == 1000
         assert note["embedding_model"] == "text-embedding-3-small@1536"
@@ -40,14 +48,16 @@ async def test_one_request_embeds_a_thousand_chunks(openai_settings: Any, openai
         assert doc["embedding"].subtype == 9 and len(bytes(doc["embedding"])) == 2 + 4 * 1536
 
 
-async def test_429_and_500_are_retried_honouring_retry_after(openai_settings: Any,
-                                                             openai_stub: Any) -> None:
+async def test_429_and_500_are_retried_honouring_retry_after(
+    openai_settings: Any, openai_stub: Any
+) -> None:
     async with running_app(openai_settings()) as api:
         h = await api.new_user()
         openai_stub.fail_next(429, count=1, retry_after=1, path="/v1/embeddings")
         openai_stub.fail_next(500, count=1, path="/v1/embeddings")
-        r = await api.client.post("/v1/notes", json={"title": "Retry", "content_md": "## A\n\nx"},
-                                  headers=h)
+        r = await api.client.post(
+            "/v1/notes", json={"title": "Retry", "content_md": "## A\n\nx"}, headers=h
+        )
         note = await wait_indexed(api, h, r.json()["id"])
         calls = openai_stub.requests_to("/v1/embeddings")
         assert [c.status for c in calls] == [429, 500, 200]
@@ -55,13 +65,15 @@ async def test_429_and_500_are_retried_honouring_retry_after(openai_settings: An
         assert note["index_attempts"] == 0 and note["index_error"] is None
 
 
-async def test_gives_up_after_n_attempts_then_reindex_recovers(openai_settings: Any,
-                                                               openai_stub: Any) -> None:
+async def test_gives_up_after_n_attempts_then_reindex_recovers(
+    openai_settings: Any, openai_stub: Any
+) -> None:
     async with running_app(openai_settings()) as api:
         h = await api.new_user()
         openai_stub.fail_next(500, count=100, path="/v1/embeddings")
-        r = await api.client.post("/v1/notes", json={"title": "Down", "content_md": "## A\n\nx"},
-                                  headers=h)
+        r = await api.client.post(
+            "/v1/notes", json={"title": "Down", "content_md": "## A\n\nx"}, headers=h
+        )
         url = f"/v1/notes/{r.json()['id']}"
         with pytest.raises(AssertionError, match="indexing failed"):
             await wait_indexed(api, h, r.json()["id"], timeout_s=60)
