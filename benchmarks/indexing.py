@@ -169,8 +169,9 @@ def report_latency(r: LatencyResult) -> str:
                 ["what", "n", "P50 ms", "P95 ms", "chunks embedded", "P50 ÷ edit P50"], rows
             ),
             "",
-            f"Note: {r.lines}-line generated note ({r.note_bytes / 1024:.0f} KB, {r.chunks} chunks); "
-            f"the app's 2 background worker loops do the work (woken by the write; polled every "
+            f"Note: {r.lines}-line generated note ({r.note_bytes / 1024:.0f} KB, "
+            f"{r.chunks} chunks); the app's 2 background worker loops do the work "
+            f"(woken by the write; polled every "
             f"{POLL_S * 1000:.0f} ms for visibility: `indexed_version` = the new version and "
             f"every new chunk hash present in `note_chunks`). The reconciler's own `duration_ms` "
             f"for the edits: P50 {statistics.median(r.edit_index_ms):.0f} ms. Search: {r.search}.",
