@@ -116,12 +116,10 @@ async def run_scenario(
         async with httpx.AsyncClient(base_url=serve.url, timeout=10) as client:
             verdict = await verify_acknowledged(client, headers, log)
             acked_ids = sorted({n.note_id for n in log.notes if n.acked and n.note_id})
-            backlog = sum(
-                1
-                for i in acked_ids
-                if (await client.get(f"/v1/notes/{i}", headers=headers)).json()["index_status"]
-                != "indexed"
-            )
+            backlog = 0
+            for note_id in acked_ids:
+                note = (await client.get(f"/v1/notes/{note_id}", headers=headers)).json()
+                backlog += note["index_status"] != "indexed"
             converge_s = await wait_all_indexed(
                 client, headers, acked_ids, timeout_s=converge_timeout_s
             )

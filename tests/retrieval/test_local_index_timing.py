@@ -52,6 +52,7 @@ def _time(fn, args_list) -> list[float]:  # type: ignore[no-untyped-def]
     return samples
 
 
+@pytest.mark.slow  # a benchmark (prints figures, ~15 s and ~350 MiB): `make test-slow`
 def test_timing_100k_chunks_one_author(capsys: pytest.CaptureFixture[str]) -> None:
     rng = np.random.default_rng(0)
     vocab = _vocabulary(rng)
