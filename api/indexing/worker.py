@@ -13,6 +13,7 @@ from bson import ObjectId
 
 from api import observability as obs
 from api.indexing.reconciler import IndexOutcome, Reconciler
+from api.tasks import cancel_and_wait
 
 log = structlog.get_logger(__name__)
 
@@ -50,11 +51,7 @@ class IndexWorkers:
     async def stop(self) -> None:
         """Cancel the loops. A note mid-run keeps its lease until expiry, then is retried."""
         self._stopping = True
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(self._tasks)
         self._tasks = []
         log.info("index.workers_stopped")
 

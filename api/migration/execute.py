@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from api.tasks import cancel_and_wait
+
 if TYPE_CHECKING:
     from bson import ObjectId
     from pymongo.asynchronous.database import AsyncDatabase
@@ -250,6 +252,7 @@ async def _run(
     task = asyncio.create_task(runner.run())
     loop = asyncio.get_running_loop()
     stopping: list[int] = []
+    stoppers: list[asyncio.Task[None]] = []
 
     def interrupt(signum: int) -> None:
         # First signal: stop cleanly. Restoring the default handler makes a second Ctrl-C
@@ -257,6 +260,9 @@ async def _run(
         stopping.append(signum)
         loop.remove_signal_handler(signum)
         task.cancel()
+        # A note loop can lose its cancellation inside PyMongo (see cancel_and_wait) and
+        # then wait forever for a batch that will never come: cancel them until they stop.
+        stoppers.append(asyncio.create_task(cancel_and_wait([task, *runner.tasks])))
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, interrupt, sig)
@@ -272,6 +278,7 @@ async def _run(
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+        await asyncio.gather(*stoppers, return_exceptions=True)
         stop_quietly(reporter)
     summary = MigrationSummary(
         runner.stats, time.monotonic() - started, interrupted=bool(stopping), error=error

@@ -168,6 +168,7 @@ class MigrationRunner:
         self.on_start = on_start
         self.on_update = on_update
         self.stats = MigrationStats()
+        self.tasks: set[asyncio.Task[None]] = set()  # the running note loops
         self._last_id: Any = None
 
     async def run(self) -> MigrationStats:
@@ -243,7 +244,9 @@ class MigrationRunner:
         queue: asyncio.Queue[ObjectId | None] = asyncio.Queue(maxsize=self.batch_size)
         async with asyncio.TaskGroup() as group:
             for _ in range(self.concurrency):
-                group.create_task(self._consume(queue, catch_up, deferred))
+                task = group.create_task(self._consume(queue, catch_up, deferred))
+                self.tasks.add(task)
+                task.add_done_callback(self.tasks.discard)
             async for ids in batches:
                 enqueued = await self.notes.enqueue(ids, self.selection, datetime.now(UTC))
                 log.debug("migration.batch_enqueued", notes=len(ids), enqueued=enqueued)

@@ -13,7 +13,6 @@ commit has a later `indexed_at` and arrives next.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -27,6 +26,7 @@ from api.notes.queue import IndexQueue
 from api.notes.repository import NotesSearchQueries
 from api.retrieval.local_index import LocalIndex
 from api.retrieval.models import ChunkRecord, NoteMeta, as_utc
+from api.tasks import cancel_and_wait
 
 log = structlog.get_logger(__name__)
 
@@ -171,9 +171,7 @@ class LocalIndexSync:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait([self._task])
         self.index.close()
 
     async def _poll_loop(self) -> None:
