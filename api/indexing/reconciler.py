@@ -168,18 +168,26 @@ class Reconciler:
         """Record the failure and release the lease. The database itself may be what failed:
         then keep trying while the lease lasts, or the note would sit unclaimable for the
         whole lease (minutes) after the database is back."""
+        await self._while_unavailable(
+            "note.release_retry",
+            lambda: self.queue.fail(
+                note_id, token, error=error, retry_at=retry_at, give_up=give_up
+            ),
+        )
+
+    async def _while_unavailable(self, event: str, op: Callable[[], Awaitable[Any]]) -> None:
+        """Run `op`, retrying with back-off while the database is unavailable, for at most
+        one lease."""
         deadline = time.monotonic() + self.config.lease_s
         delay = 0.25
         while True:
             try:
-                await self.queue.fail(
-                    note_id, token, error=error, retry_at=retry_at, give_up=give_up
-                )
+                await op()
                 return
             except PyMongoError as exc:
                 if not is_unavailable(exc) or time.monotonic() + delay > deadline:
                     raise
-                log.info("note.release_retry", retry_in_s=delay, error=type(exc).__name__)
+                log.info(event, retry_in_s=delay, error=type(exc).__name__)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
 
@@ -226,7 +234,12 @@ class Reconciler:
         await self.chunks.insert_version(docs)
         done = await self._complete(note, token, version, chunks, stats, written=len(docs))
         if done is not None:
-            await self._evict(note_id, version, existing, live={d["content_hash"] for d in docs})
+            # Committed: the old version is now garbage that nothing else would delete, so
+            # a database blip must not leave it behind.
+            live = {d["content_hash"] for d in docs}
+            await self._while_unavailable(
+                "note.evict_retry", lambda: self._evict(note_id, version, existing, live)
+            )
         return done
 
     async def _vectors_for(
@@ -404,9 +417,9 @@ class Reconciler:
         """Delete the note's other versions; vectors that leave `note_chunks` (not `live`
         in the new version) move to the embedding cache."""
         old = [d for d in existing if d["note_version"] != keep_version]
-        if not old:
-            return
-        await self._cache_evicted(old, keep=live)
+        if old:
+            await self._cache_evicted(old, keep=live)
+        # Always: a run that lost its lease may have written chunks after `existing` was read.
         await self.chunks.delete_other_versions(note_id, keep_version)
 
     async def _cache_evicted(self, docs: list[dict[str, Any]], keep: set[str]) -> None:

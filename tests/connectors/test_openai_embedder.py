@@ -51,7 +51,11 @@ async def test_batches_by_count_and_keeps_order(
 
     calls = openai_stub.requests_to(EMB)
     assert len(calls) == math.ceil(1000 / max_batch_inputs) == batch.requests
-    assert [x for c in calls for x in c.body["input"]] == inputs
+    # Batches run concurrently, so they may arrive in any order; together they must be the
+    # inputs, each batch a contiguous run of them, and the result must be in input order.
+    position = {text: i for i, text in enumerate(inputs)}
+    in_order = sorted(calls, key=lambda c: position[c.body["input"][0]])
+    assert [x for c in in_order for x in c.body["input"]] == inputs
     assert all(len(c.body["input"]) <= max_batch_inputs for c in calls)
     assert all(
         c.body["encoding_format"] == "base64" and c.body["dimensions"] == 1536 for c in calls

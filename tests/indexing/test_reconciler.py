@@ -256,3 +256,40 @@ async def test_shutdown_mid_run_hands_the_note_back(api: Api) -> None:
     reconciler.embedder = api.container.embedder
     outcome = await reconciler.run_once()
     assert outcome is not None and outcome.status == "indexed"
+
+
+async def test_old_version_is_evicted_even_when_the_database_blips_after_the_commit(
+    api: Api,
+) -> None:
+    """The swap commits the new version, then deletes the old one. A connection error on
+    that delete used to end the run with the old chunks left for good (found by the
+    database-restart fault test as an orphan after convergence)."""
+    from pymongo.errors import AutoReconnect
+
+    h = await api.new_user()
+    note = await create(api, h, sectioned_note(4, seed=5))
+    await wait_indexed(api, h, note["id"])
+    chunks = api.container.indexing.reconciler.chunks
+    real = chunks.delete_other_versions
+    calls: list[int] = []
+
+    async def blips_once(note_id: Any, keep_version: int) -> int:
+        calls.append(keep_version)
+        if len(calls) == 1:
+            raise AutoReconnect("connection reset after the commit")
+        return await real(note_id, keep_version)
+
+    chunks.delete_other_versions = blips_once  # type: ignore[method-assign]
+    r = await api.client.patch(
+        f"/v1/notes/{note['id']}", json={"content_md": sectioned_note(4, seed=6)}, headers=h
+    )
+    assert r.json()["version"] == 2
+    after = await wait_indexed(api, h, note["id"])
+    assert after["index_status"] == "indexed" and after["indexed_version"] == 2
+    for _ in range(100):
+        if len(calls) >= 2:
+            break
+        await asyncio.sleep(0.05)
+    assert calls == [2, 2]
+    docs = await stored_chunks(api, note["id"])
+    assert docs and {d["note_version"] for d in docs} == {2}
