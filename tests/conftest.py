@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,22 +47,7 @@ def make_settings(mongo_url: str, db_name: str, tmp_path: Path) -> Iterator[Any]
     values override anything in the environment (e.g. a stray OPENAI_API_KEY)."""
 
     def make(**overrides: Any) -> Settings:
-        values: dict[str, Any] = {
-            "mongodb_url": mongo_url,
-            "mongodb_db": db_name,
-            "autonote_data_dir": tmp_path / "data",
-            "autonote_create_default_user": False,
-            "autonote_admin_token": ADMIN_TOKEN,
-            "autonote_rate_limit_per_minute": 0,
-            "openai_api_key": None,
-            "openai_base_url": None,
-            "embedding_provider": "local",
-            "chat_model": None,
-            "log_level": "WARNING",
-            "log_json": True,
-        }
-        values.update(overrides)
-        return load_settings(**values)
+        return settings_for_tests(mongo_url, db_name, tmp_path / "data", **overrides)
 
     yield make
     client: MongoClient = MongoClient(mongo_url, serverSelectionTimeoutMS=2000)
@@ -70,6 +55,40 @@ def make_settings(mongo_url: str, db_name: str, tmp_path: Path) -> Iterator[Any]
         client.drop_database(db_name)
     finally:
         client.close()
+
+
+def settings_for_tests(mongo_url: str, db: str, data_dir: Path, **overrides: Any) -> Settings:
+    """Settings for tests: database `db`, no default user, no rate limit, the local model,
+    no chat model, quiet logs; `overrides` win."""
+    values: dict[str, Any] = {
+        "mongodb_url": mongo_url,
+        "mongodb_db": db,
+        "autonote_data_dir": data_dir,
+        "autonote_create_default_user": False,
+        "autonote_admin_token": ADMIN_TOKEN,
+        "autonote_rate_limit_per_minute": 0,
+        "openai_api_key": None,
+        "openai_base_url": None,
+        "embedding_provider": "local",
+        "chat_model": None,
+        "log_level": "WARNING",
+        "log_json": True,
+    }
+    values.update(overrides)
+    return load_settings(**values)
+
+
+@contextmanager
+def served_app(
+    mongo_url: str, tmp_path_factory: pytest.TempPathFactory, name: str, **overrides: Any
+) -> Iterator[ServedApp]:
+    """`ServedApp` on a database of its own, dropped afterwards (for module fixtures)."""
+    db = f"t_{name}_{uuid.uuid4().hex[:10]}"
+    data_dir = Path(tmp_path_factory.mktemp(name))
+    config = settings_for_tests(mongo_url, db, data_dir, log_level="ERROR", **overrides)
+    with ServedApp(config) as app:
+        yield app
+    MongoClient(mongo_url).drop_database(db)
 
 
 @dataclass

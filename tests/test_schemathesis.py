@@ -7,46 +7,31 @@ AUTONOTE_SCHEMATHESIS_EXAMPLES (default 25; the slow run uses more)."""
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
-from pymongo import MongoClient
 from schemathesis.generation import GenerationMode
 from schemathesis.specs.openapi.checks import negative_data_rejection
 
-from api.config import load_settings
-from tests.conftest import ADMIN_TOKEN, ServedApp
+from tests.conftest import ServedApp, served_app
 
 MAX_EXAMPLES = int(os.environ.get("AUTONOTE_SCHEMATHESIS_EXAMPLES", "12"))
 
 
 @pytest.fixture(scope="module")
 def served(mongo_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedApp]:
-    db = f"t_schema_{uuid.uuid4().hex[:10]}"
-    config = load_settings(
-        mongodb_url=mongo_url,
-        mongodb_db=db,
-        autonote_admin_token=ADMIN_TOKEN,
-        autonote_data_dir=Path(tmp_path_factory.mktemp("schema")),
-        autonote_create_default_user=False,
-        autonote_rate_limit_per_minute=0,
-        openai_api_key=None,
-        openai_base_url=None,
-        embedding_provider="local",
-        chat_model=None,
-        log_level="ERROR",
+    with served_app(
+        mongo_url,
+        tmp_path_factory,
+        "schema",
         autonote_max_note_bytes=200_000,
         autonote_max_request_bytes=1_000_000,
-    )
-    with ServedApp(config) as app:
+    ) as app:
         yield app
-    MongoClient(mongo_url).drop_database(db)
 
 
 @pytest.fixture(scope="module")

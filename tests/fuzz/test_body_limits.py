@@ -14,16 +14,12 @@ import json
 import select
 import socket
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
-from pymongo import MongoClient
 
-from api.config import load_settings
-from tests.conftest import ADMIN_TOKEN, ServedApp
+from tests.conftest import ServedApp, served_app
 from tests.fuzz.targets import record_stats
 
 LIMIT = 100_000
@@ -43,26 +39,15 @@ SUFFIX = {"application/json": b'"}', "multipart/form-data": b"\r\n--b--\r\n"}
 
 @pytest.fixture(scope="module")
 def served(mongo_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedApp]:
-    db = f"t_limits_{uuid.uuid4().hex[:10]}"
-    config = load_settings(
-        mongodb_url=mongo_url,
-        mongodb_db=db,
-        autonote_admin_token=ADMIN_TOKEN,
-        autonote_data_dir=Path(tmp_path_factory.mktemp("limits")),
-        autonote_create_default_user=False,
-        autonote_rate_limit_per_minute=0,
-        openai_api_key=None,
-        openai_base_url=None,
-        embedding_provider="local",
-        chat_model=None,
-        log_level="ERROR",
+    with served_app(
+        mongo_url,
+        tmp_path_factory,
+        "limits",
         autonote_max_request_bytes=LIMIT,
         autonote_max_import_bytes=IMPORT_LIMIT,
         autonote_max_note_bytes=50_000,
-    )
-    with ServedApp(config) as app:
+    ) as app:
         yield app
-    MongoClient(mongo_url).drop_database(db)
 
 
 @pytest.fixture(scope="module")

@@ -20,20 +20,16 @@ Two checks are adjusted to the documented contract, not silenced:
 from __future__ import annotations
 
 import os
-import uuid
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
-from pymongo import MongoClient
 from schemathesis.specs.openapi.checks import positive_data_acceptance, use_after_free
 
-from api.config import load_settings
-from tests.conftest import ADMIN_TOKEN, ServedApp
+from tests.conftest import ADMIN_TOKEN, ServedApp, served_app
 from tests.fuzz.targets import record_stats
 
 SCENARIOS = int(os.environ.get("AUTONOTE_STATEFUL_EXAMPLES", "20"))
@@ -42,25 +38,14 @@ STEPS = 8
 
 @pytest.fixture(scope="module")
 def served(mongo_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedApp]:
-    db = f"t_stateful_{uuid.uuid4().hex[:10]}"
-    config = load_settings(
-        mongodb_url=mongo_url,
-        mongodb_db=db,
-        autonote_admin_token=ADMIN_TOKEN,
-        autonote_data_dir=Path(tmp_path_factory.mktemp("stateful")),
-        autonote_create_default_user=False,
-        autonote_rate_limit_per_minute=0,
-        openai_api_key=None,
-        openai_base_url=None,
-        embedding_provider="local",
-        chat_model=None,
-        log_level="ERROR",
+    with served_app(
+        mongo_url,
+        tmp_path_factory,
+        "stateful",
         autonote_max_note_bytes=200_000,
         autonote_max_request_bytes=1_000_000,
-    )
-    with ServedApp(config) as app:
+    ) as app:
         yield app
-    MongoClient(mongo_url).drop_database(db)
 
 
 def run_stateful(served: ServedApp, scenarios: int) -> Counter[tuple[str, str, int]]:
