@@ -78,6 +78,7 @@ NOTES_INDEXES = [
     # The reconciler's queue: claimable notes by state and due time.
     IndexModel([("index_status", ASCENDING), ("next_attempt_at", ASCENDING)], name="index_queue"),
     IndexModel([("lease_expires_at", ASCENDING)], name="index_lease", sparse=True),
+    IndexModel([("evict_pending", ASCENDING)], name="index_evict_pending", sparse=True),
 ]
 
 NOTE_CHUNKS_INDEXES = [

@@ -77,6 +77,13 @@ class ChunksRepository:
         )
         return result.deleted_count
 
+    async def delete_older_versions(self, note_id: ObjectId, version: int) -> int:
+        """Chunks of versions before `version` (never an in-flight newer one)."""
+        result = await self.collection.delete_many(
+            {"note_id": note_id, "note_version": {"$lt": version}}
+        )
+        return result.deleted_count
+
     async def set_tags(self, note_id: ObjectId, version: int, tags: list[str]) -> int:
         result = await self.collection.update_many(
             {"note_id": note_id, "note_version": version}, {"$set": {"tags": tags}}

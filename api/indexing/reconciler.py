@@ -232,14 +232,17 @@ class Reconciler:
         # (not the indexed version) and would collide with the unique index.
         await self.chunks.delete_version(note_id, version)
         await self.chunks.insert_version(docs)
-        done = await self._complete(note, token, version, chunks, stats, written=len(docs))
+        done = await self._complete(
+            note, token, version, chunks, stats, written=len(docs), evict=True
+        )
         if done is not None:
-            # Committed: the old version is now garbage that nothing else would delete, so
-            # a database blip must not leave it behind.
+            # Committed: the old version is now garbage. A database blip is retried here; a
+            # process killed right now leaves `evict_pending` for the maintenance sweep.
             live = {d["content_hash"] for d in docs}
             await self._while_unavailable(
                 "note.evict_retry", lambda: self._evict(note_id, version, existing, live)
             )
+            await self.queue.clear_eviction(note_id, version)
         return done
 
     async def _vectors_for(
@@ -329,12 +332,16 @@ class Reconciler:
         *,
         written: int,
         session: Any = None,
+        evict: bool = False,
     ) -> dict[str, Any] | None:
         now = datetime.now(UTC)
+        fields = self._index_fields(version, chunks, stats)
+        if evict:  # cleared once the old versions are gone (the sweep finishes it otherwise)
+            fields["evict_pending"] = True
         updated = await self.queue.complete(
             note["_id"],
             token,
-            fields=self._index_fields(version, chunks, stats),
+            fields=fields,
             now=now,
             session=session,
         )

@@ -118,6 +118,13 @@ class IndexWorkers:
         )
         pending, failed = await queue.depth()
         obs.set_queue_depth(pending, failed)
+        evicted = 0
+        for note in await queue.pending_evictions():
+            # A worker died between a swap's commit and deleting the old version.
+            if note.get("indexed_version") is not None:
+                version = int(note["indexed_version"])
+                evicted += await self.reconciler.chunks.delete_older_versions(note["_id"], version)
+                await queue.clear_eviction(note["_id"], version)
         removed = 0
         if orphans:
             chunk_notes = await self.reconciler.chunks.note_ids_with_chunks()
@@ -126,7 +133,13 @@ class IndexWorkers:
             removed = await self.reconciler.chunks.delete_for_notes(missing)
             if removed:
                 log.info("index.orphan_chunks_deleted", chunks=removed, notes=len(missing))
-        return {"exhausted": exhausted, "pending": pending, "failed": failed, "orphans": removed}
+        return {
+            "exhausted": exhausted,
+            "pending": pending,
+            "failed": failed,
+            "evicted": evicted,
+            "orphans": removed,
+        }
 
     async def index_now(self, note_id: ObjectId, timeout_s: float) -> IndexOutcome | None:
         """Synchronous mode: index `note_id` before returning (waiting for another worker's

@@ -207,6 +207,16 @@ class IndexQueue:
     async def get(self, note_id: ObjectId) -> dict[str, Any] | None:
         return await self.collection.find_one({"_id": note_id})
 
+    async def pending_evictions(self, limit: int = 500) -> list[dict[str, Any]]:
+        """Notes whose older versions' chunks may not have been deleted yet."""
+        cursor = self.collection.find({"evict_pending": True}, {"indexed_version": 1})
+        return await cursor.limit(limit).to_list()
+
+    async def clear_eviction(self, note_id: ObjectId, version: int) -> None:
+        await self.collection.update_one(
+            {"_id": note_id, "indexed_version": version}, {"$unset": {"evict_pending": ""}}
+        )
+
     async def existing_ids(self, note_ids: list[ObjectId]) -> set[ObjectId]:
         cursor = self.collection.find({"_id": {"$in": note_ids}}, {"_id": 1})
         return {doc["_id"] async for doc in cursor}

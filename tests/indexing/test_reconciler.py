@@ -295,3 +295,36 @@ async def test_old_version_is_evicted_even_when_the_database_blips_after_the_com
     assert calls == [2, 2]
     docs = await stored_chunks(api, note["id"])
     assert docs and {d["note_version"] for d in docs} == {2}
+
+
+async def test_maintenance_finishes_an_eviction_a_dead_worker_left(api: Api) -> None:
+    """A worker killed between a swap's commit and deleting the old version leaves the old
+    chunks behind; the note keeps `evict_pending` and the maintenance sweep deletes them
+    (the crash test saw such leftovers when the kill landed in that window)."""
+    h = await api.new_user()
+    note = await create(api, h, sectioned_note(4, seed=7))
+    await wait_indexed(api, h, note["id"])
+    reconciler = api.container.indexing.reconciler
+    real_evict, real_clear = reconciler._evict, reconciler.queue.clear_eviction
+
+    async def killed(*_: Any, **__: Any) -> None:  # the process died here
+        return None
+
+    reconciler._evict = killed  # type: ignore[method-assign]
+    reconciler.queue.clear_eviction = killed  # type: ignore[method-assign]
+    r = await api.client.patch(
+        f"/v1/notes/{note['id']}", json={"content_md": sectioned_note(4, seed=8)}, headers=h
+    )
+    assert r.json()["version"] == 2
+    await wait_indexed(api, h, note["id"])
+    reconciler._evict, reconciler.queue.clear_eviction = real_evict, real_clear  # type: ignore[method-assign]
+    left = await api.container.db.note_chunks.distinct("note_version")
+    assert sorted(left) == [1, 2]
+    raw = await api.container.db.notes.find_one({}, {"evict_pending": 1, "indexed_version": 1})
+    assert raw is not None and raw["evict_pending"] is True and raw["indexed_version"] == 2
+
+    result = await api.container.indexing.workers.maintenance_once(orphans=False)
+    assert result["evicted"] > 0
+    assert {d["note_version"] for d in await stored_chunks(api, note["id"])} == {2}
+    raw = await api.container.db.notes.find_one({}, {"evict_pending": 1})
+    assert raw is not None and "evict_pending" not in raw
