@@ -75,6 +75,9 @@ class Settings(BaseSettings):
     autonote_index_backoff_base_s: float = Field(2.0, gt=0, le=3600)
     autonote_index_backoff_max_s: float = Field(600.0, gt=0, le=86_400)
     autonote_index_poll_s: float = Field(0.5, gt=0, le=60)
+    # On shutdown, notes being indexed get this long to finish (commit and evict) before
+    # their loops are cancelled; a cancelled note is retried when its lease expires.
+    autonote_index_stop_grace_s: float = Field(10.0, ge=0, le=600)
     autonote_embedding_cache_days: int = Field(30, ge=1, le=3650)
     autonote_sync_index_timeout_s: float = Field(60.0, gt=0, le=3600)
 

@@ -73,6 +73,8 @@ def settings_for_tests(mongo_url: str, db: str, data_dir: Path, **overrides: Any
         "chat_model": None,
         "log_level": "WARNING",
         "log_json": True,
+        # Shutdown lets in-flight notes finish; tests stop apps mid-indexing all the time.
+        "autonote_index_stop_grace_s": 2.0,
     }
     values.update(overrides)
     return load_settings(**values)

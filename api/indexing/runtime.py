@@ -44,6 +44,9 @@ def build_indexing(
         listeners=listeners,
     )
     workers = IndexWorkers(
-        reconciler, concurrency=concurrency, poll_s=settings.autonote_index_poll_s
+        reconciler,
+        concurrency=concurrency,
+        poll_s=settings.autonote_index_poll_s,
+        stop_grace_s=settings.autonote_index_stop_grace_s,
     )
     return Indexing(reconciler=reconciler, workers=workers)

@@ -24,13 +24,22 @@ ORPHAN_SWEEP_EVERY_S = 600.0
 class IndexWorkers:
     """`concurrency` claim-and-index loops plus a maintenance loop."""
 
-    def __init__(self, reconciler: Reconciler, *, concurrency: int, poll_s: float) -> None:
+    def __init__(
+        self,
+        reconciler: Reconciler,
+        *,
+        concurrency: int,
+        poll_s: float,
+        stop_grace_s: float = 10.0,
+    ) -> None:
         self.reconciler = reconciler
         self.concurrency = concurrency
         self.poll_s = poll_s
+        self.stop_grace_s = stop_grace_s
         self._wake = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
-        self._stopping = False
+        self._stop = asyncio.Event()
+        self._loops: list[asyncio.Task[None]] = []
+        self._maintainer: asyncio.Task[None] | None = None
 
     def wake(self) -> None:
         """A note changed: stop waiting for the next poll."""
@@ -39,21 +48,37 @@ class IndexWorkers:
     async def start(self) -> None:
         """Re-queue notes made with another chunker/model, then start the loops."""
         await self.requeue_stale()
-        self._tasks = [
+        self._stop.clear()
+        self._loops = [
             asyncio.create_task(self._loop(i), name=f"index-worker-{i}")
             for i in range(self.concurrency)
         ]
-        self._tasks.append(asyncio.create_task(self._maintenance(), name="index-maintenance"))
+        self._maintainer = asyncio.create_task(self._maintenance(), name="index-maintenance")
         log.info(
             "index.workers_started", workers=self.concurrency, worker_id=self.reconciler.worker_id
         )
 
     async def stop(self) -> None:
-        """Cancel the loops. A note mid-run keeps its lease until expiry, then is retried."""
-        self._stopping = True
-        await cancel_and_wait(self._tasks)
-        self._tasks = []
-        log.info("index.workers_stopped")
+        """Stop claiming notes, let the notes being indexed finish (commit and evict their
+        old version) within `stop_grace_s`, then cancel what is left. A note cancelled
+        mid-run keeps its lease until expiry and is retried then; nothing is lost either
+        way, but finishing avoids leaving old chunks for the maintenance sweep."""
+        self._stop.set()
+        self._wake.set()
+        if self._maintainer is not None:
+            await cancel_and_wait([self._maintainer])
+        unfinished = 0
+        if self._loops:
+            _, pending = await asyncio.wait(self._loops, timeout=self.stop_grace_s)
+            unfinished = len(pending)
+            await cancel_and_wait(self._loops)
+        self._loops, self._maintainer = [], None
+        log.info("index.workers_stopped", cancelled_mid_note=unfinished)
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep, but wake at once when stopping."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), timeout=seconds)
 
     async def requeue_stale(self) -> int:
         count = await self.reconciler.queue.requeue_stale(
@@ -71,7 +96,7 @@ class IndexWorkers:
 
     async def _loop(self, n: int) -> None:
         failures = 0
-        while not self._stopping:
+        while not self._stop.is_set():
             try:
                 outcome = await self.reconciler.run_once()
                 failures = 0
@@ -87,9 +112,9 @@ class IndexWorkers:
                     detail=str(exc)[:300],
                     retry_in_s=delay,
                 )
-                await asyncio.sleep(delay)
+                await self._pause(delay)
                 continue
-            if outcome is None:
+            if outcome is None and not self._stop.is_set():
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout=self.poll_s)
                 self._wake.clear()
@@ -97,7 +122,7 @@ class IndexWorkers:
     async def _maintenance(self) -> None:
         last_orphan_sweep = 0.0
         loop = asyncio.get_running_loop()
-        while not self._stopping:
+        while not self._stop.is_set():
             try:
                 await self.maintenance_once(
                     orphans=loop.time() - last_orphan_sweep > ORPHAN_SWEEP_EVERY_S
@@ -108,7 +133,7 @@ class IndexWorkers:
                 raise
             except Exception as exc:
                 log.warning("index.maintenance_error", error=type(exc).__name__)
-            await asyncio.sleep(MAINTENANCE_EVERY_S)
+            await self._pause(MAINTENANCE_EVERY_S)
 
     async def maintenance_once(self, *, orphans: bool = True) -> dict[str, int]:
         """Fail notes whose workers kept dying, publish queue depth, drop orphan chunks."""

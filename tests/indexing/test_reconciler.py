@@ -328,3 +328,73 @@ async def test_maintenance_finishes_an_eviction_a_dead_worker_left(api: Api) -> 
     assert {d["note_version"] for d in await stored_chunks(api, note["id"])} == {2}
     raw = await api.container.db.notes.find_one({}, {"evict_pending": 1})
     assert raw is not None and "evict_pending" not in raw
+
+
+class Gated:
+    """The real embedder, but each call waits for `release` once `started` is set."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    async def embed(self, texts: list[str], **kw: Any) -> Any:
+        self.started.set()
+        await self.release.wait()
+        return await self.real.embed(texts, **kw)
+
+
+async def test_stop_lets_the_note_in_flight_finish_its_swap(api: Api) -> None:
+    """SIGTERM (workers.stop) while a new version is being embedded: the worker stops
+    claiming, finishes that note — commit and eviction — and only then exits, so a clean
+    shutdown leaves no old chunks for the sweep (the crash test's second worker was
+    terminated right after the last commit and left the old version behind)."""
+    from bson import ObjectId
+
+    h = await api.new_user()
+    note = await create(api, h, sectioned_note(4, seed=11))
+    await wait_indexed(api, h, note["id"])
+    workers = api.container.indexing.workers
+    gated = Gated(api.container.embedder)
+    api.container.indexing.reconciler.embedder = gated
+    r = await api.client.patch(
+        f"/v1/notes/{note['id']}", json={"content_md": sectioned_note(4, seed=12)}, headers=h
+    )
+    assert r.json()["version"] == 2
+    await asyncio.wait_for(gated.started.wait(), 30)
+    stopping = asyncio.create_task(workers.stop())
+    await asyncio.sleep(0.3)
+    assert not stopping.done(), "stop waits for the note in flight"
+    gated.release.set()
+    await asyncio.wait_for(stopping, 30)
+    raw = await api.container.db.notes.find_one({"_id": ObjectId(note["id"])})
+    assert raw is not None
+    assert raw["index_status"] == "indexed" and raw["indexed_version"] == 2
+    assert "evict_pending" not in raw and raw["lease_token"] is None
+    versions = await api.container.db.note_chunks.distinct(
+        "note_version", {"note_id": ObjectId(note["id"])}
+    )
+    assert versions == [2]
+
+
+async def test_stop_gives_up_on_a_stuck_note_after_the_grace_period(api: Api) -> None:
+    """A note whose embedding hangs does not hold shutdown past `stop_grace_s`: its loop is
+    cancelled and the note handed back for the next worker."""
+    from bson import ObjectId
+
+    h = await api.new_user()
+    workers = api.container.indexing.workers
+    workers.stop_grace_s = 0.5
+    gated = Gated(api.container.embedder)  # never released
+    api.container.indexing.reconciler.embedder = gated
+    note = await create(api, h, "## A\n\nstuck")
+    await asyncio.wait_for(gated.started.wait(), 30)
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    await asyncio.wait_for(workers.stop(), 30)
+    assert loop.time() - began < 5
+    raw = await api.container.db.notes.find_one({"_id": ObjectId(note["id"])})
+    assert raw is not None and raw["index_status"] == "pending" and raw["lease_token"] is None
