@@ -15,9 +15,11 @@ matching row; a real 100k-chunk corpus has a far larger vocabulary with shorter 
 Timed: `RetrievalService.search(author, question, limit=6, chunks_per_note=3)` (what chat
 asks), end to end: query embedding with the local model (no cache hit: each question is
 asked once per size, on a fresh service), vector + BM25 retrieval, fusion, the `notes`
-re-check on the embedded database, grouping. Also timed alone: the query embedding and the
-index lookups (`LocalIndex.search_vector`, `LocalIndex.search_keyword`) with a precomputed
-vector, and the `notes` re-check query.
+re-check on the embedded database, grouping. Baseline in the same run, on the same
+questions: *serial* search, the same service with the query embedding awaited before
+retrieval starts (the flow before BM25 was overlapped with the embedding). Also timed alone:
+the query embedding and the index lookups (`LocalIndex.search_vector`,
+`LocalIndex.search_keyword`) with a precomputed vector, and the `notes` re-check query.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class LatencyResult:
     notes: int
     search: LatencySummary  # end to end, query embedding included (wall clock)
     search_cpu: LatencySummary  # this process's CPU time per search (all its threads)
+    serial: LatencySummary  # baseline: embedding awaited before retrieval (wall clock)
     embed: LatencySummary  # query embedding alone
     vector: LatencySummary  # LocalIndex.search_vector alone (k=72, as search asks)
     vector_cpu: LatencySummary
@@ -143,6 +146,19 @@ def replicate(
     return items, docs
 
 
+class SerialBackend:
+    """The baseline: waits for the query embedding, then retrieves."""
+
+    def __init__(self, inner: LocalBackend) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    async def retrieve(self, author_id: ObjectId, *, vector: Any, **kw: Any) -> Any:
+        if vector is not None and not isinstance(vector, np.ndarray):
+            vector = await vector
+        return await self.inner.retrieve(author_id, vector=vector, **kw)
+
+
 def _rss() -> int:
     gc.collect()
     return int(psutil.Process().memory_info().rss)
@@ -175,10 +191,15 @@ async def measure_size(
         service = RetrievalService(
             LocalBackend(index), embedder, NotesSearchQueries(db), ranking=ranking
         )
+        serial = RetrievalService(
+            SerialBackend(LocalBackend(index)), embedder, NotesSearchQueries(db), ranking=ranking
+        )
         for q in queries[:5]:  # warm-up: model session, SQLite pages, driver pool
             await embedder.embed([f"warm up {q}"], truncate=True)
         gc.collect()
-        wall: dict[str, list[float]] = {n: [] for n in ("search", "embed", "vec", "kw", "meta")}
+        wall: dict[str, list[float]] = {
+            n: [] for n in ("search", "serial", "embed", "vec", "kw", "meta")
+        }
         cpu: dict[str, list[float]] = {n: [] for n in ("search", "vec", "kw")}
         metas = NotesSearchQueries(db)
 
@@ -193,8 +214,13 @@ async def measure_size(
         async def call(fn: Any, *args: Any) -> Any:
             return fn(*args)
 
-        for q in queries:
-            out = await timed("search", service.search(author, q, limit=6, chunks_per_note=3))
+        for i, q in enumerate(queries):
+            # Alternate which goes first so neither always finds the other's warm pages.
+            pair = [("search", service), ("serial", serial)][:: 1 if i % 2 == 0 else -1]
+            for name, svc in pair:
+                found = await timed(name, svc.search(author, q, limit=6, chunks_per_note=3))
+                if name == "search":
+                    out = found
             # A different text, so the embedder does the work again (no cache hit).
             batch = await timed("embed", embedder.embed([q + " ?"], truncate=True))
             vec = np.asarray(batch.vectors[0], dtype=np.float32)
@@ -208,6 +234,7 @@ async def measure_size(
             notes=stats.notes,
             search=summarize(wall["search"]),
             search_cpu=summarize(cpu["search"]),
+            serial=summarize(wall["serial"]),
             embed=summarize(wall["embed"]),
             vector=summarize(wall["vec"]),
             vector_cpu=summarize(cpu["vec"]),

@@ -111,6 +111,8 @@ def latency_table(rows: Sequence[LatencyResult]) -> str:
         "chunks (notes)",
         "search P50 / P95 / P99 ms",
         "search CPU P50 / P95 ms",
+        "serial search P50 / P95 ms (baseline)",
+        "serial / search P95",
         "query embedding P50 / P95 ms",
         "vector scan P50 / P95 ms (CPU P50 / P95)",
         "BM25 P50 / P95 ms (CPU P50 / P95)",
@@ -125,6 +127,8 @@ def latency_table(rows: Sequence[LatencyResult]) -> str:
             f"{r.chunks:,} ({r.notes:,})",
             f"{r.search.p50:.1f} / **{r.search.p95:.1f}** / {r.search.p99:.1f}",
             f"{r.search_cpu.p50:.1f} / {r.search_cpu.p95:.1f}",
+            f"{r.serial.p50:.1f} / {r.serial.p95:.1f}",
+            f"{r.serial.p95 / r.search.p95:.2f}×",
             f"{r.embed.p50:.1f} / {r.embed.p95:.1f}",
             f"{r.vector.p50:.1f} / {r.vector.p95:.1f} "
             f"({r.vector_cpu.p50:.1f} / {r.vector_cpu.p95:.1f})",

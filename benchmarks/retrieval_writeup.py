@@ -202,7 +202,11 @@ def render(res: Results, *, custom: bool = False) -> str:
             "the database server's is not included): on this shared machine (see the load "
             "average) wall-clock times include waiting for a core, so CPU time is the better "
             "estimate of the uncontended cost. *Notes re-check* is the `notes` query search "
-            "makes for its candidate notes, timed alone. *memory_bytes()* is the index's "
+            "makes for its candidate notes, timed alone. *Serial search* (the baseline, same "
+            "run, same questions, alternating which goes first) is the same service with the "
+            "query embedding awaited before retrieval starts; *search* starts BM25 while the "
+            "query is embedded and scans vectors when the embedding arrives. "
+            "*memory_bytes()* is the index's "
             "own estimate; *RSS delta* is the process growth while building it.",
             "",
         ]

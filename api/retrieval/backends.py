@@ -11,6 +11,8 @@ query (pre-filter); nothing ever retries without it.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+from collections.abc import Awaitable
 from typing import Literal, Protocol
 
 import numpy as np
@@ -28,7 +30,27 @@ log = structlog.get_logger(__name__)
 
 Mode = Literal["hybrid", "vector", "keyword"]
 RetrieverLists = dict[str, list[tuple[ChunkData, float]]]
+# The query vector, or the query embedding still on its way (its error is raised by
+# `retrieve`, so the caller can fall back to keyword search).
+QueryVector = np.ndarray | asyncio.Future[np.ndarray] | None
 MAX_FILTER_NOTE_IDS = 10_000
+
+
+def _thread_future(vector: Awaitable[np.ndarray]) -> concurrent.futures.Future[np.ndarray]:
+    """A thread-side view of an asyncio future: resolves (or fails, or is cancelled) with it."""
+    relay: concurrent.futures.Future[np.ndarray] = concurrent.futures.Future()
+    task = asyncio.ensure_future(vector)
+
+    def done(t: asyncio.Future[np.ndarray]) -> None:
+        if t.cancelled():
+            relay.cancel()
+        elif (exc := t.exception()) is not None:
+            relay.set_exception(exc)
+        else:
+            relay.set_result(t.result())
+
+    task.add_done_callback(done)
+    return relay
 
 
 class SearchBackend(Protocol):
@@ -39,12 +61,13 @@ class SearchBackend(Protocol):
         author_id: ObjectId,
         *,
         query: str,
-        vector: np.ndarray | None,
+        vector: QueryVector,
         mode: Mode,
         k: int,
         filters: SearchFilters,
     ) -> RetrieverLists:
-        """The author's top-`k` chunks per retriever used by `mode`, filters applied first."""
+        """The author's top-`k` chunks per retriever used by `mode`, filters applied first.
+        `vector` may still be computing: keyword work starts without it."""
         ...
 
 
@@ -59,19 +82,23 @@ class LocalBackend:
         author_id: ObjectId,
         *,
         query: str,
-        vector: np.ndarray | None,
+        vector: QueryVector,
         mode: Mode,
         k: int,
         filters: SearchFilters,
     ) -> RetrieverLists:
         use_vector = mode != "keyword" and vector is not None
         use_keyword = mode != "vector"
+        query_vector: np.ndarray | concurrent.futures.Future[np.ndarray] | None = None
+        if use_vector:
+            query_vector = vector if isinstance(vector, np.ndarray) else _thread_future(vector)
         # One consistent state of the index for both lists; numpy and SQLite release the
-        # GIL, so the event loop keeps serving while a large matrix is scanned.
+        # GIL, so the event loop keeps serving while a large matrix is scanned. BM25 ranks
+        # while the query embedding is still being computed.
         vec, kw = await asyncio.to_thread(
             self.index.search_hybrid,
             str(author_id),
-            vector if use_vector else None,
+            query_vector,
             query if use_keyword else None,
             k_vector=k if use_vector else 0,
             k_keyword=k if use_keyword else 0,
@@ -107,11 +134,13 @@ class AtlasBackend:
         author_id: ObjectId,
         *,
         query: str,
-        vector: np.ndarray | None,
+        vector: QueryVector,
         mode: Mode,
         k: int,
         filters: SearchFilters,
     ) -> RetrieverLists:
+        if vector is not None and not isinstance(vector, np.ndarray):
+            vector = await vector  # $search could overlap it too; Atlas latency is its own
         note_ids = await self._note_ids(author_id, filters)
         tags = filters.tags
         if (note_ids is not None and not note_ids) or (tags is not None and not tags):

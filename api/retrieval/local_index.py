@@ -52,6 +52,8 @@ from api.retrieval.local_vectors import (
     VectorStore,
     limit_blas_threads,
     search_snapshot,
+    vector_of,
+    when_ready,
 )
 from api.retrieval.models import ChunkData, ChunkRecord, NoteMeta, SearchFilters
 
@@ -240,7 +242,7 @@ class LocalIndex:
     def search_hybrid(
         self,
         author_id: str,
-        query_vector: np.ndarray | None,
+        query_vector: np.ndarray | Future[np.ndarray] | None,
         query: str | None,
         *,
         k_vector: int,
@@ -248,11 +250,16 @@ class LocalIndex:
         filters: SearchFilters | None = None,
     ) -> tuple[ScoredChunks, ScoredChunks]:
         """Vector and keyword results evaluated against ONE state of the index (the same
-        version of every note in both lists). Pass None to skip a retriever. For large
-        partitions the vector product runs in a helper thread while SQLite ranks (both
-        release the GIL), so the call costs about the slower of the two, not their sum."""
+        version of every note in both lists). Pass None to skip a retriever.
+
+        `query_vector` may be a `concurrent.futures.Future` still being computed (the query
+        embedding): BM25 ranks meanwhile, and the vector scan starts when it resolves (its
+        exception, e.g. an embedding error, is raised from here). For large partitions the
+        vector product runs in a helper thread while SQLite ranks (both release the GIL),
+        so the call costs about the slowest of embedding + scan and BM25, not their sum."""
         part = self._authors.get(author_id)
         if part is None:
+            vector_of(query_vector)  # an embedding failure is still the caller's news
             return [], []
         want_vector = query_vector is not None and k_vector > 0
         want_keyword = query is not None and k_keyword > 0
@@ -263,8 +270,10 @@ class LocalIndex:
             mask = part.note_mask(filters)
             snapshot = part.vectors.snapshot
             if want_vector and want_keyword and snapshot.live >= PARALLEL_MIN_ROWS:
-                pending = self._pool().submit(
-                    _vector_search, snapshot, query_vector, k_vector, mask
+                pending = when_ready(
+                    self._pool(),
+                    query_vector,
+                    lambda v: _vector_search(snapshot, v, k_vector, mask),
                 )
             if want_keyword:
                 allowed = part.allowed_list(mask)
@@ -273,7 +282,8 @@ class LocalIndex:
         if pending is not None:
             vector = pending.result()
         elif want_vector:
-            vector = _vector_search(snapshot, query_vector, k_vector, mask)
+            ready = vector_of(query_vector)
+            vector = [] if ready is None else _vector_search(snapshot, ready, k_vector, mask)
         return vector, keyword
 
     def stats(self) -> IndexStats:

@@ -21,7 +21,8 @@ cores, load average ~11): 10 000 × 384 product P50 28 ms with OpenBLAS's defaul
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 
 import numpy as np
@@ -240,3 +241,41 @@ def search_snapshot(
     row_ids = top if rows is None else rows[top]
     order = np.lexsort((row_ids, -scores[top]))
     return [(snap.chunks[int(row_ids[i])], float(scores[top[i]])) for i in order]
+
+
+def vector_of(query_vector: np.ndarray | Future[np.ndarray] | None) -> np.ndarray | None:
+    """The vector itself, waiting for it (and raising its error) when it is a future."""
+    if isinstance(query_vector, Future):
+        return query_vector.result()
+    return query_vector
+
+
+def when_ready(
+    pool: Executor,
+    vector: np.ndarray | Future[np.ndarray] | None,
+    scan: Callable[[np.ndarray], list[tuple[ChunkData, float]]],
+) -> Future[list[tuple[ChunkData, float]]]:
+    """`scan(vector)` in `pool` once `vector` is known ([] for None). A pending future holds
+    no thread while it waits: its done-callback submits the scan. Its error or cancellation
+    becomes the result's."""
+    result: Future[list[tuple[ChunkData, float]]] = Future()
+
+    def run(ready: np.ndarray | None) -> None:
+        try:
+            result.set_result([] if ready is None else scan(ready))
+        except BaseException as exc:  # handed to the waiting caller
+            result.set_exception(exc)
+
+    def resolved(done: Future[np.ndarray]) -> None:
+        if done.cancelled():
+            result.cancel()
+        elif (exc := done.exception()) is not None:
+            result.set_exception(exc)
+        else:
+            pool.submit(run, done.result())
+
+    if isinstance(vector, Future):
+        vector.add_done_callback(resolved)
+    else:
+        pool.submit(run, vector)
+    return result

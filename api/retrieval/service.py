@@ -4,6 +4,7 @@ chunk's version is the indexed one) → grouped into notes with merged matching 
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections import OrderedDict
@@ -122,23 +123,29 @@ class RetrievalService:
         if not self.chunking_enabled:
             return await self._note_level(author_id, query, limit, filters, started)
         cfg = self.ranking
-        vector, warning = None, None
-        if mode != "keyword":
-            try:
-                vector = await self.embed_query(query)
-            except EmbeddingError as exc:
-                if mode == "vector":
-                    raise EmbeddingUnavailable(
-                        f"the embedding provider is unavailable ({exc}); retry, or search "
-                        "with mode=keyword"
-                    ) from exc
-                # Hybrid degrades to its keyword half rather than failing the search.
-                log.warning("search.degraded_to_keyword", error=str(exc)[:300])
-                mode, warning = "keyword", "embedding provider unavailable: keyword results only"
+        warning = None
         k = max(cfg.candidates, limit * chunks_per_note * 4)
-        lists = await self.backend.retrieve(
-            author_id, query=query, vector=vector, mode=mode, k=k, filters=filters
-        )
+        # The backend starts keyword ranking while the query is being embedded.
+        embedding = asyncio.ensure_future(self.embed_query(query)) if mode != "keyword" else None
+        try:
+            lists = await self.backend.retrieve(
+                author_id, query=query, vector=embedding, mode=mode, k=k, filters=filters
+            )
+        except EmbeddingError as exc:
+            if mode == "vector":
+                raise EmbeddingUnavailable(
+                    f"the embedding provider is unavailable ({exc}); retry, or search "
+                    "with mode=keyword"
+                ) from exc
+            # Hybrid degrades to its keyword half rather than failing the search.
+            log.warning("search.degraded_to_keyword", error=str(exc)[:300])
+            mode, warning = "keyword", "embedding provider unavailable: keyword results only"
+            lists = await self.backend.retrieve(
+                author_id, query=query, vector=None, mode=mode, k=k, filters=filters
+            )
+        finally:
+            if embedding is not None and not embedding.done():
+                embedding.cancel()
         weights = {"vector": cfg.vector_weight, "keyword": cfg.keyword_weight}
         hits = fuse_chunk_lists(
             lists, k=cfg.rrf_k, weights={n: weights[n] for n in lists if n in weights}

@@ -297,3 +297,57 @@ def test_parallel_hybrid_matches_sequential(
         vector, keyword = parallel
         assert len(vector) == 10 and len(keyword) == 10
     index.close()
+
+
+@pytest.mark.parametrize("parallel_min_rows", [0, 10**9])
+def test_hybrid_ranks_keywords_while_the_query_vector_is_still_coming(
+    rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch, parallel_min_rows: int
+) -> None:
+    """`search_hybrid` takes the query embedding as a future: BM25 runs before it resolves,
+    the vector scan after, and both lists equal those of a call given the vector itself;
+    an embedding error is raised to the caller, a cancelled embedding cancels the call."""
+    from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+
+    import api.retrieval.local_index as local_index
+
+    monkeypatch.setattr(local_index, "PARALLEL_MIN_ROWS", parallel_min_rows)
+    index = LocalIndex(DIM)
+    for n in range(12):
+        meta = note(f"n{n}")
+        words = "river stone" if n % 2 else "mountain lake"
+        index.replace_note(
+            meta, 1, [chunk(meta, i, random_unit(rng), text=words) for i in range(3)]
+        )
+    q = random_unit(rng)
+    want = index.search_hybrid("alice", q, "river", k_vector=5, k_keyword=5)
+
+    searched_keywords = threading.Event()
+    real_search = index._authors["alice"].fulltext.search
+
+    def spy(*args: object, **kw: object) -> object:
+        searched_keywords.set()
+        return real_search(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(index._authors["alice"].fulltext, "search", spy)
+    with ThreadPoolExecutor(1) as pool:
+        later: Future[np.ndarray] = Future()
+        call = pool.submit(index.search_hybrid, "alice", later, "river", k_vector=5, k_keyword=5)
+        assert searched_keywords.wait(10), "BM25 did not start before the vector arrived"
+        assert not call.done()
+        later.set_result(q)
+        assert call.result(10) == want
+
+        failing: Future[np.ndarray] = Future()
+        call = pool.submit(index.search_hybrid, "alice", failing, "river", k_vector=5, k_keyword=5)
+        failing.set_exception(RuntimeError("embedding provider down"))
+        with pytest.raises(RuntimeError, match="provider down"):
+            call.result(10)
+
+        cancelled: Future[np.ndarray] = Future()
+        call = pool.submit(
+            index.search_hybrid, "alice", cancelled, "river", k_vector=5, k_keyword=5
+        )
+        cancelled.cancel()
+        with pytest.raises(CancelledError):
+            call.result(10)
+    index.close()
