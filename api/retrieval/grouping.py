@@ -97,6 +97,26 @@ def resolve_note_scorer(score: str | NoteScorer, **params: float) -> NoteScorer:
     return partial(scorer, **params) if params else scorer
 
 
+def rank_note_ids(
+    hits: Iterable[ChunkHit], *, author_id: str, score: str | NoteScorer = DEFAULT_NOTE_SCORER
+) -> list[str]:
+    """The notes of `author_id`'s hits, best first, in the order `group_by_note` ranks
+    them (same note score, same ties) — before their metadata is known, so the caller can
+    look up only as many notes as it will return."""
+    scorer = resolve_note_scorer(score)
+    best: dict[str, ChunkHit] = {}
+    for hit in hits:
+        if hit.author_id != author_id:
+            continue
+        seen = best.get(hit.chunk_id)
+        if seen is None or hit.score > seen.score:
+            best[hit.chunk_id] = hit
+    by_note: dict[str, list[float]] = {}
+    for hit in best.values():
+        by_note.setdefault(hit.note_id, []).append(hit.score)
+    return sorted(by_note, key=lambda n: (-scorer(by_note[n]), n))
+
+
 def group_by_note(
     hits: Iterable[ChunkHit],
     notes: Mapping[str, NoteMeta],

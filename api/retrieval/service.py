@@ -20,7 +20,7 @@ from api.errors import ServiceUnavailable
 from api.notes.repository import NotesSearchQueries
 from api.retrieval.backends import Mode, SearchBackend
 from api.retrieval.fusion import fuse_chunk_lists
-from api.retrieval.grouping import group_by_note
+from api.retrieval.grouping import group_by_note, rank_note_ids
 from api.retrieval.models import NoteMeta, NoteResult, SearchFilters, SectionMatch, as_utc
 from api.retrieval.sync import note_meta
 from connectors.embeddings.base import EmbeddingError
@@ -190,10 +190,18 @@ class RetrievalService:
     ) -> list[NoteResult]:
         if not hits:
             return []
-        # Every candidate note is re-checked in `notes`: the author's own, still active,
-        # and only chunks of its current indexed_version count (grouping drops the rest).
-        candidate_ids = list(dict.fromkeys(h.note_id for h in hits))
-        docs = await self.notes.active_metas(author_id, [ObjectId(n) for n in candidate_ids])
+        # Every returned note is re-checked in `notes`: the author's own and still active.
+        # Candidates are checked best first, a window at a time, until `limit` pass: the
+        # notes ranked below them could not be returned anyway (a 100k-chunk index yields
+        # ~100 candidate notes; one `$in` over all of them cost more than the search).
+        ranked = rank_note_ids(hits, author_id=str(author_id), score=self.ranking.note_scorer)
+        docs: list[dict[str, Any]] = []
+        window = limit + max(limit, RECHECK_SLACK)
+        for start in range(0, len(ranked), window):
+            batch = [ObjectId(n) for n in ranked[start : start + window]]
+            docs += await self.notes.active_metas(author_id, batch)
+            if len(docs) >= limit:
+                break
         # Not `indexed_version`: each backend already returns one whole version per note
         # (the local index swaps atomically; Atlas pipelines guard with a $lookup). Between
         # a commit and the local index's refresh the index may serve the previous version
@@ -234,6 +242,7 @@ def _notes_with_section_runs(hits: list[Any], metas: dict[str, NoteMeta]) -> lis
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 NOTE_LEVEL_SCAN = 2000  # newest notes scanned by the note-level fallback
+RECHECK_SLACK = 4  # extra candidate notes re-checked per window beyond `limit`
 
 
 def note_level_results(docs: list[dict[str, Any]], query: str, limit: int) -> list[NoteResult]:

@@ -12,6 +12,7 @@ from api.retrieval.grouping import (
     group_by_note,
     max_decayed_sum,
     max_score,
+    rank_note_ids,
     resolve_note_scorer,
     sum_scores,
     weighted_max_sum,
@@ -186,3 +187,31 @@ def test_duplicate_chunk_counts_once_with_best_score() -> None:
     (result,) = group_by_note(hits, {"A": note("A")}, limit=1, chunks_per_note=5, score="sum")
     assert result.score == pytest.approx(0.6)
     assert len(result.matching_chunks) == 1
+
+
+@pytest.mark.parametrize("scorer", sorted(NOTE_SCORERS))
+@pytest.mark.parametrize("seed", range(5))
+def test_rank_note_ids_orders_notes_as_grouping_does(scorer: str, seed: int) -> None:
+    """Search re-checks only the best candidate notes, in `rank_note_ids` order; that is
+    correct only if grouping ranks any allowed subset of them the same way (duplicate
+    chunks, ties and another author's hits included)."""
+    import random
+
+    rng = random.Random(seed)
+    hits = [
+        hit(
+            f"n{rng.randrange(12):02d}",
+            rng.randrange(5),
+            round(rng.random(), 2),  # coarse scores: ties happen
+            author_id="alice" if rng.random() > 0.1 else "bob",
+        )
+        for _ in range(60)
+    ]
+    ranked = rank_note_ids(hits, author_id="alice", score=scorer)
+    assert len(ranked) == len(set(ranked))
+    assert set(ranked) == {h.note_id for h in hits if h.author_id == "alice"}
+    for _ in range(5):
+        allowed = {n for n in ranked if rng.random() > 0.3}
+        metas = {n: note(n) for n in allowed}
+        grouped = group_by_note(hits, metas, limit=100, chunks_per_note=3, score=scorer)
+        assert [r.note_id for r in grouped] == [n for n in ranked if n in allowed]

@@ -234,3 +234,31 @@ async def test_embedding_outage_degrades_hybrid_to_keyword(
         assert chat.status_code == 200 and chat.json()["citations"]
         openai_stub.reset()
         assert (await search(api, h, "pg_dump schedule"))["mode"] == "hybrid"
+
+
+async def test_recheck_walks_past_candidate_notes_the_database_no_longer_serves(
+    api: Api,
+) -> None:
+    """Search re-checks the best candidate notes a window at a time (limit + 4). When the
+    database says the best ones are gone (trashed behind the index's back, as between a
+    write and the index refresh), the next windows are checked until `limit` notes pass,
+    and a gone note is never returned."""
+    from bson import ObjectId
+
+    h = await api.new_user()
+    made = []
+    for i in range(12):
+        words = "zebra migration " * (12 - i)  # the earlier notes match more strongly
+        made.append(await note(api, h, f"Note {i}", f"## Section\n\n{words}plains {i}."))
+    ids = [n["id"] for n in made]
+    body = await search(api, h, "zebra migration", limit=12, mode="keyword")
+    ranked = [r["note_id"] for r in body["results"]]
+    assert sorted(ranked) == sorted(ids)
+    # The local index still holds these chunks; only the database knows they are gone.
+    gone, kept = ranked[:9], ranked[9:]
+    await api.container.db.notes.update_many(
+        {"_id": {"$in": [ObjectId(n) for n in gone]}}, {"$set": {"status": "trashed"}}
+    )
+    for limit, want in [(1, kept[:1]), (2, kept[:2]), (5, kept)]:
+        body = await search(api, h, "zebra migration", limit=limit, mode="keyword")
+        assert [r["note_id"] for r in body["results"]] == want
