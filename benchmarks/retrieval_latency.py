@@ -66,6 +66,8 @@ class LatencyResult:
     keyword: LatencySummary  # LocalIndex.search_keyword alone (FTS5 BM25, k=72)
     keyword_cpu: LatencySummary
     recheck: LatencySummary  # the `notes` re-check of 6 candidate notes (database)
+    recheck_all: LatencySummary  # baseline: re-checking every candidate note instead
+    candidates: float  # mean candidate notes per question (vector + keyword top-72)
     memory_bytes: int  # LocalIndex.memory_bytes()
     rss_delta_bytes: int  # process RSS growth while building the index
     build_s: float
@@ -198,8 +200,9 @@ async def measure_size(
             await embedder.embed([f"warm up {q}"], truncate=True)
         gc.collect()
         wall: dict[str, list[float]] = {
-            n: [] for n in ("search", "serial", "embed", "vec", "kw", "meta")
+            n: [] for n in ("search", "serial", "embed", "vec", "kw", "meta", "meta_all")
         }
+        candidates: list[int] = []
         cpu: dict[str, list[float]] = {n: [] for n in ("search", "vec", "kw")}
         metas = NotesSearchQueries(db)
 
@@ -224,10 +227,13 @@ async def measure_size(
             # A different text, so the embedder does the work again (no cache hit).
             batch = await timed("embed", embedder.embed([q + " ?"], truncate=True))
             vec = np.asarray(batch.vectors[0], dtype=np.float32)
-            await timed("vec", call(index.search_vector, str(author), vec, 72))
-            await timed("kw", call(index.search_keyword, str(author), q, 72))
+            v = await timed("vec", call(index.search_vector, str(author), vec, 72))
+            k = await timed("kw", call(index.search_keyword, str(author), q, 72))
             ids = [ObjectId(r.note_id) for r in out.results]
             await timed("meta", metas.active_metas(author, ids))
+            every = list(dict.fromkeys(ObjectId(c.note_id) for c, _ in v + k))
+            candidates.append(len(every))
+            await timed("meta_all", metas.active_metas(author, every))
         stats = index.stats()
         result = LatencyResult(
             chunks=stats.chunks,
@@ -241,6 +247,8 @@ async def measure_size(
             keyword=summarize(wall["kw"]),
             keyword_cpu=summarize(cpu["kw"]),
             recheck=summarize(wall["meta"]),
+            recheck_all=summarize(wall["meta_all"]),
+            candidates=sum(candidates) / max(len(candidates), 1),
             memory_bytes=index.memory_bytes(),
             rss_delta_bytes=rss_delta,
             build_s=build_s,

@@ -201,11 +201,14 @@ def render(res: Results, *, custom: bool = False) -> str:
             "size). *Search CPU* is this process's CPU time per search (all its threads; "
             "the database server's is not included): on this shared machine (see the load "
             "average) wall-clock times include waiting for a core, so CPU time is the better "
-            "estimate of the uncontended cost. *Notes re-check* is the `notes` query search "
-            "makes for its candidate notes, timed alone. *Serial search* (the baseline, same "
+            "estimate of the uncontended cost. *Serial search* (the baseline, same "
             "run, same questions, alternating which goes first) is the same service with the "
             "query embedding awaited before retrieval starts; *search* starts BM25 while the "
             "query is embedded and scans vectors when the embedding arrives. "
+            "*Notes re-check* (timed alone) is the `notes` query search makes for the notes "
+            "it returns (6 here; candidates are checked best first, a window of limit + 4 at "
+            "a time, until enough pass); the baseline beside it is one query for every "
+            "candidate note of the vector and keyword lists, as search did before. "
             "*memory_bytes()* is the index's "
             "own estimate; *RSS delta* is the process growth while building it.",
             "",
