@@ -17,8 +17,9 @@ import pytest
 from pymongo import MongoClient
 
 from api.app import create_app
-from api.config import Settings, load_settings
+from api.config import Settings
 from api.db.embedded import EmbeddedMongo
+from benchmarks.service_harness import bench_settings
 from tests.stubs.fixtures import openai_stub, openai_stub_client, openai_stub_server  # noqa: F401
 
 ADMIN_TOKEN = "test-admin-token"
@@ -58,26 +59,16 @@ def make_settings(mongo_url: str, db_name: str, tmp_path: Path) -> Iterator[Any]
 
 
 def settings_for_tests(mongo_url: str, db: str, data_dir: Path, **overrides: Any) -> Settings:
-    """Settings for tests: database `db`, no default user, no rate limit, the local model,
-    no chat model, quiet logs; `overrides` win."""
+    """The benchmarks' isolated settings (database `db`, no default user, no rate limit,
+    the local model, no chat model, quiet logs) with the tests' admin token and a short
+    shutdown grace; `overrides` win."""
     values: dict[str, Any] = {
-        "mongodb_url": mongo_url,
-        "mongodb_db": db,
-        "autonote_data_dir": data_dir,
-        "autonote_create_default_user": False,
         "autonote_admin_token": ADMIN_TOKEN,
-        "autonote_rate_limit_per_minute": 0,
-        "openai_api_key": None,
-        "openai_base_url": None,
-        "embedding_provider": "local",
-        "chat_model": None,
-        "log_level": "WARNING",
-        "log_json": True,
         # Shutdown lets in-flight notes finish; tests stop apps mid-indexing all the time.
         "autonote_index_stop_grace_s": 2.0,
+        **overrides,
     }
-    values.update(overrides)
-    return load_settings(**values)
+    return bench_settings(mongo_url, db, data_dir, **values)
 
 
 @contextmanager

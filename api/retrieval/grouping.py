@@ -104,17 +104,21 @@ def rank_note_ids(
     them (same note score, same ties) — before their metadata is known, so the caller can
     look up only as many notes as it will return."""
     scorer = resolve_note_scorer(score)
+    by_note = _best_hits_by_note(h for h in hits if h.author_id == author_id)
+    return sorted(by_note, key=lambda n: (-scorer([h.score for h in by_note[n]]), n))
+
+
+def _best_hits_by_note(hits: Iterable[ChunkHit]) -> dict[str, list[ChunkHit]]:
+    """`hits` grouped by note, a chunk id seen twice kept once (its best score)."""
     best: dict[str, ChunkHit] = {}
     for hit in hits:
-        if hit.author_id != author_id:
-            continue
         seen = best.get(hit.chunk_id)
         if seen is None or hit.score > seen.score:
             best[hit.chunk_id] = hit
-    by_note: dict[str, list[float]] = {}
+    by_note: dict[str, list[ChunkHit]] = {}
     for hit in best.values():
-        by_note.setdefault(hit.note_id, []).append(hit.score)
-    return sorted(by_note, key=lambda n: (-scorer(by_note[n]), n))
+        by_note.setdefault(hit.note_id, []).append(hit)
+    return by_note
 
 
 def group_by_note(
@@ -141,20 +145,13 @@ def group_by_note(
         raise ValueError("chunks_per_note must be >= 1")
     scorer = resolve_note_scorer(score)
 
-    best: dict[str, ChunkHit] = {}
-    for hit in hits:
+    def allowed(hit: ChunkHit) -> bool:
         meta = notes.get(hit.note_id)
         if meta is None or meta.author_id != hit.author_id:
-            continue
-        if meta.indexed_version is not None and hit.note_version != meta.indexed_version:
-            continue
-        seen = best.get(hit.chunk_id)
-        if seen is None or hit.score > seen.score:
-            best[hit.chunk_id] = hit
+            return False
+        return meta.indexed_version is None or hit.note_version == meta.indexed_version
 
-    by_note: dict[str, list[ChunkHit]] = {}
-    for hit in best.values():
-        by_note.setdefault(hit.note_id, []).append(hit)
+    by_note = _best_hits_by_note(filter(allowed, hits))
 
     results: list[NoteResult] = []
     for note_id, note_hits in by_note.items():
