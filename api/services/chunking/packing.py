@@ -25,8 +25,11 @@ def pack(toks: list[int], limit: int) -> list[tuple[int, int]]:
     n = len(toks) - 1
     if n <= 0:
         return []
-    diffs = np.diff(np.asarray(toks, dtype=np.int64))
-    oversized: list[int] = np.flatnonzero(diffs > limit).tolist()
+    if n < 64:  # numpy's fixed cost per call exceeds a Python loop over a few pieces
+        oversized = [k for k in range(n) if toks[k + 1] - toks[k] > limit]
+    else:
+        diffs = np.diff(np.asarray(toks, dtype=np.int64))
+        oversized = np.flatnonzero(diffs > limit).tolist()
     groups: list[tuple[int, int]] = []
     i = 0
     while i < n:

@@ -64,6 +64,7 @@ class Splitter(TextSplitter):
                 return self.pack_units(points, owners, b, limits, n, 0, None)
 
             return [Piece(s, e, whole_kind, limits.normal, est, redo=redo)]
+        self.src.focus(a, b)
         points, owners = self.units(a, b, block_ids)
         pieces = self.pack_units(points, owners, b, limits, limits.normal, 0, None)
         return self.merge_small(pieces, limits.normal)

@@ -86,7 +86,8 @@ class SourceText:
     """A note's text, its UTF-8 bytes and the map between byte and character offsets."""
 
     __slots__ = (
-        "_cum_extra", "_cuts", "_lead_bytes", "_lead_chars", "arr", "data", "is_ascii", "text",
+        "_cum_extra", "_cuts", "_lead_bytes", "_lead_chars", "_region", "_scanned", "_window",
+        "arr", "data", "is_ascii", "text",
     )  # fmt: skip
 
     def __init__(self, text: str) -> None:
@@ -95,6 +96,9 @@ class SourceText:
         self.arr = np.frombuffer(self.data, dtype=np.uint8)
         self.is_ascii = len(self.data) == len(self.text)
         self._cuts: dict[str, np.ndarray] = {}
+        self._window: tuple[int, int, dict[str, np.ndarray]] | None = None
+        self._scanned = 0  # bytes scanned span by span so far
+        self._region = (0, 0)
         if self.is_ascii:
             empty = np.zeros(0, dtype=np.int64)
             self._lead_bytes, self._lead_chars = empty, empty
@@ -191,7 +195,14 @@ class SourceText:
         return pos
 
     # Candidate cuts: byte offsets strictly inside (start, end) where a piece may begin.
-    # Each kind is computed once for the whole note (lazily, vectorised) and sliced per span.
+    # Computed lazily and vectorised: region by region (see `focus`) while the regions
+    # scanned stay under a quarter of the note, so a structured note with three oversized
+    # paragraphs does not scan all its text; otherwise once for the whole note.
+
+    def focus(self, start: int, end: int) -> None:
+        """Announce that cuts will be asked for inside [start, end) (a section being split):
+        a later request inside it scans the whole region once, not each span on its own."""
+        self._region = (start, end)
 
     def line_cuts(self, start: int, end: int) -> np.ndarray:
         """Starts of lines."""
@@ -210,28 +221,76 @@ class SourceText:
         return self._slice("sentence_line" if at_line_start else "sentence", start, end)
 
     def _slice(self, kind: str, start: int, end: int) -> np.ndarray:
-        cuts = self._cuts.get(kind)
-        if cuts is None:
-            self._compute_cuts()
-            cuts = self._cuts[kind]
+        cuts = self._table(start, end)[kind]
         lo = int(np.searchsorted(cuts, start, side="right"))
         hi = int(np.searchsorted(cuts, end, side="left"))
         return cuts[lo:hi]
 
-    def _compute_cuts(self) -> None:
-        arr = self.arr
+    def _table(self, start: int, end: int) -> dict[str, np.ndarray]:
+        """Cuts valid inside [start, end): the whole note's, a cached region's or new."""
+        if self._cuts:
+            return self._cuts
+        win = self._window
+        if win is not None and win[0] <= start and end <= win[1]:
+            return win[2]
+        lo, hi = self._region
+        if not lo <= start <= end <= hi:
+            lo, hi = start, end
+        if 4 * (self._scanned + hi - lo) < len(self.data):
+            self._scanned += hi - lo
+            table = self.compute_cuts(lo, hi)
+            self._window = (lo, hi, table)
+            return table
+        self._window = None
+        self._cuts = self.compute_cuts(0, len(self.data))
+        return self._cuts
+
+    def compute_cuts(self, start: int, end: int) -> dict[str, np.ndarray]:
+        """Every kind of cut, correct for any position strictly inside (start, end).
+
+        A sentence start depends on the last bytes of the word before it, or of the word
+        before a line-break tag that opens it ("One. <br /> Two"), so the scan begins a few
+        bytes before the end of the third word preceding `start`; the tag may also begin
+        just before `end`, so the scan ends a few bytes after it. Every other kind depends
+        only on the byte before the cut."""
+        w0 = self._scan_start(start)
+        cuts = self._cuts_of(w0, min(end + 8, len(self.data)))
+        if w0:
+            for key in cuts:
+                cuts[key] += w0
+        return cuts
+
+    def _scan_start(self, start: int) -> int:
+        back = 256
+        while start > 0:
+            lo = max(0, start - back)
+            ws = _IS_WS[self.arr[lo:start]]
+            ends = np.flatnonzero(~ws[:-1] & ws[1:])  # last bytes of words
+            if len(ws) and not ws[-1]:
+                ends = np.append(ends, len(ws) - 1)  # a word running into `start`
+            if len(ends) >= 3:
+                return max(0, lo + int(ends[-3]) - 3)
+            if lo == 0:
+                return 0
+            back *= 4
+        return 0
+
+    def _cuts_of(self, lo: int, hi: int) -> dict[str, np.ndarray]:
+        """Cuts of the bytes [lo, hi), as offsets relative to `lo`."""
+        arr = self.arr[lo:hi]
+        data = self.data if lo == 0 and hi == len(self.data) else self.data[lo:hi]
         empty = np.zeros(0, dtype=np.int64)
-        self._cuts = {"line": np.flatnonzero(arr == 10).astype(np.int64) + 1}
+        out = {"line": np.flatnonzero(arr == 10).astype(np.int64) + 1}
         if len(arr) < 2:
-            self._cuts.update(word=empty, sentence=empty, sentence_line=empty)
-            return
+            out.update(word=empty, sentence=empty, sentence_line=empty)
+            return out
         ws = _IS_WS[arr]
         # Offsets where whitespace starts or ends. A word start's previous flip is the start
         # of the blank run before it, so the byte before that flip ends the previous word.
         flips = np.flatnonzero(ws[1:] != ws[:-1]) + 1
         word_flip = np.flatnonzero(~ws[flips])  # indexes (into flips) of word starts
         words = flips[word_flip]
-        self._cuts["word"] = words
+        out["word"] = words
         word_flip = word_flip[word_flip > 0]
         starts = before = empty
         if len(word_flip):
@@ -242,13 +301,14 @@ class SourceText:
             c00 = arr[np.maximum(last - 3, 0)]
             closed = _IS_CLOSER[c1] & (_IS_TERMINAL[c0] | _IS_TERMINAL[c00])
             ends = np.flatnonzero(_IS_TERMINAL[c1] | closed)
-            if b"<br" in self.data or b"</br" in self.data:
-                ends = _after_break_tags(self.data, followers, ends)
+            if b"<br" in data or b"</br" in data:
+                ends = _after_break_tags(data, followers, ends)
             starts, before = followers[ends], last[ends]
-        newlines = self._cuts["line"] - 1
+        newlines = out["line"] - 1
         crossed = np.searchsorted(newlines, starts) - np.searchsorted(newlines, before, "right")
-        self._cuts["sentence_line"] = np.unique(starts[crossed > 0])
+        out["sentence_line"] = np.unique(starts[crossed > 0])
         sentence = np.unique(starts)
         if not self.is_ascii:
             sentence = np.union1d(sentence, _cjk_sentence_ends(arr))
-        self._cuts["sentence"] = sentence
+        out["sentence"] = sentence
+        return out

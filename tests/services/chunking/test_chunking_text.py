@@ -64,6 +64,66 @@ def test_word_and_line_starts() -> None:
     assert cuts(src, "line") == ["ef\n\n g", "\n gh", " gh"]
 
 
+_CUT_TEXT = st.lists(
+    st.sampled_from(
+        [
+            "One.",
+            "two",
+            "e.g.",
+            "Three?!",
+            '"Four."',
+            "(x)",
+            "三。",
+            "四！",
+            "…",
+            "é",
+            "<br>",
+            "</br>",
+            "<br />",
+            "12",
+            " ",
+            "  ",
+            "\n",
+            "\n\n",
+            "\t",
+            ".",
+            "'",
+        ]
+    ),
+    max_size=60,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_CUT_TEXT, st.data())
+def test_cuts_of_a_span_equal_the_whole_note_cuts_inside_it(text: str, data: st.DataObject) -> None:
+    # Small spans are scanned on their own (plus a few bytes before); the result must be
+    # exactly the whole-note cuts that fall strictly inside the span.
+    whole = SourceText(text)
+    n = len(whole)
+    start = data.draw(st.integers(0, n))
+    end = data.draw(st.integers(start, n))
+    expected = whole.compute_cuts(0, n)
+    got = whole.compute_cuts(start, end)
+    for kind, cuts_all in expected.items():
+        inside = cuts_all[(cuts_all > start) & (cuts_all < end)]
+        found = got[kind][(got[kind] > start) & (got[kind] < end)]
+        assert found.tolist() == inside.tolist(), kind
+
+
+def test_small_spans_reuse_one_scan_and_large_spans_scan_the_whole_note() -> None:
+    text = "Intro one. Intro two.\n\n" + "Filler sentence here. " * 200 + "\n\nEnd. Done."
+    src = SourceText(text)
+    assert src.sentence_cuts(0, 30).tolist() == [11, 23]
+    assert src._window is not None and not src._cuts  # a window, not the whole note
+    assert src.word_cuts(5, 20).tolist() == [6, 11, 17]  # inside the cached window
+    whole = src.sentence_cuts(0, len(src))
+    assert (
+        src._cuts
+        and whole.tolist() == SourceText(text).compute_cuts(0, len(src))["sentence"].tolist()
+    )
+
+
 @pytest.mark.parametrize(
     ("text", "rest"),
     [

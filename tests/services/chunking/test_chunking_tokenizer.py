@@ -108,6 +108,28 @@ def test_universal_boundaries_split_counts_additively(text: str) -> None:
             assert tok.count(src.decode(0, p)) + tok.count(src.decode(p, len(src))) == total
 
 
+def test_universal_boundaries_table_is_the_rule_for_every_byte_pair() -> None:
+    # The module docstring's rule, spelled out byte by byte, against the class tables.
+    def rule(prev: int, cur: int) -> bool:
+        def is_letter(b: int) -> bool:
+            return chr(b).isascii() and chr(b).isalpha()
+
+        def is_digit(b: int) -> bool:
+            return 0x30 <= b <= 0x39
+
+        line_start = prev == 10 and 0x21 <= cur <= 0x7E and cur != ord("/")
+        after_word = is_letter(prev) and cur < 0x80 and not is_letter(cur) and cur != ord("'")
+        after_number = is_digit(prev) and cur < 0x80 and not is_digit(cur)
+        return line_start or after_word or after_number
+
+    pairs = np.array([(p, c) for p in range(256) for c in range(256)], dtype=np.uint8)
+    arr = np.empty(len(pairs) * 3, dtype=np.uint8)  # p, c, then a separator byte
+    arr[0::3], arr[1::3], arr[2::3] = pairs[:, 0], pairs[:, 1], 0
+    found = set(universal_boundaries(arr).tolist())
+    for k, (p, c) in enumerate(pairs.tolist()):
+        assert (3 * k + 1 in found) == rule(p, c), (p, c)
+
+
 def test_index_estimates_are_monotonic_and_total() -> None:
     text = "# Title\n\nSome text, with 12345 numbers and émojis 😀.\n" * 50
     src = SourceText(text)
