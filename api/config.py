@@ -33,6 +33,8 @@ class Settings(BaseSettings):
     chunking_strategy: ChunkingStrategy = "hierarchical_markdown"
     chunking_max_tokens: int = Field(300, ge=16, le=8191)
     chunking_min_tokens: int = Field(50, ge=0, le=4096)
+    # Size split sections aim at (None: pack up to CHUNKING_MAX_TOKENS); see the chunker.
+    chunking_target_tokens: int | None = Field(None, ge=1, le=8191)
     chunking_async: bool = True
 
     # Embeddings and chat.
@@ -91,6 +93,12 @@ class Settings(BaseSettings):
             raise ValueError(
                 "CHUNKING_MIN_TOKENS must be smaller than CHUNKING_MAX_TOKENS "
                 f"({self.chunking_min_tokens} >= {self.chunking_max_tokens})"
+            )
+        target = self.chunking_target_tokens
+        if target is not None and target > self.chunking_max_tokens:
+            raise ValueError(
+                "CHUNKING_TARGET_TOKENS must not exceed CHUNKING_MAX_TOKENS "
+                f"({target} > {self.chunking_max_tokens})"
             )
         if self.embedding_provider == "openai" and self.openai_api_key is None:
             raise ValueError("EMBEDDING_PROVIDER=openai needs OPENAI_API_KEY")

@@ -80,6 +80,7 @@ def build_chunker(settings: Settings, embedder: Embedder) -> Chunker:
         settings.chunking_strategy,
         max_chunk_tokens=settings.chunking_max_tokens,
         min_chunk_tokens=settings.chunking_min_tokens,
+        target_chunk_tokens=settings.chunking_target_tokens,
         tokenizer=embedder.tokenizer,
         max_input_tokens=embedder.max_input_tokens,
     )

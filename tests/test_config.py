@@ -37,6 +37,8 @@ def test_defaults_and_environment_names(monkeypatch: pytest.MonkeyPatch) -> None
         ({"CHUNKING_ENABLED": "maybe"}, "CHUNKING_ENABLED"),
         ({"EMBEDDING_PROVIDER": "openai"}, "OPENAI_API_KEY"),
         ({"CHUNKING_MIN_TOKENS": "400"}, "CHUNKING_MIN_TOKENS"),
+        ({"CHUNKING_TARGET_TOKENS": "400"}, "CHUNKING_TARGET_TOKENS"),
+        ({"CHUNKING_TARGET_TOKENS": "0"}, "CHUNKING_TARGET_TOKENS"),
     ],
 )
 def test_invalid_settings_name_the_variable(
@@ -47,6 +49,24 @@ def test_invalid_settings_name_the_variable(
         monkeypatch.setenv(k, v)
     with pytest.raises(SettingsError, match=named):
         load_settings()
+
+
+def test_target_tokens_reach_the_chunker(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from api.providers import build_chunker
+    from api.services.chunking import tiktoken_tokenizer
+
+    monkeypatch.setenv("CHUNKING_MAX_TOKENS", "200")
+    embedder = SimpleNamespace(tokenizer=tiktoken_tokenizer(), max_input_tokens=8191)
+    plain = build_chunker(load_settings(), embedder)  # type: ignore[arg-type]
+    monkeypatch.setenv("CHUNKING_TARGET_TOKENS", "100")
+    aimed = build_chunker(load_settings(), embedder)  # type: ignore[arg-type]
+    assert aimed.version == plain.version + ":target100"
+    prose = "\n\n".join(f"Paragraph {i} says something about topic {i}. " * 4 for i in range(40))
+    sizes = [c.token_count for c in aimed.chunk_note(prose, "T")]
+    assert len(sizes) > len(plain.chunk_note(prose, "T"))
+    assert max(sizes) <= 200 and sum(sizes) / len(sizes) < 130
 
 
 def test_cli_fails_fast_on_invalid_settings() -> None:

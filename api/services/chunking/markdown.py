@@ -154,6 +154,10 @@ class MarkdownChunker(ChunkerBase):
     - `max_input_tokens`: the embedding model's input limit (8191 by default); no chunk's
       `embedding_text` exceeds it. The hard limit is this minus the breadcrumb's share.
     - `table_max_tokens`: tables up to this size stay whole; larger ones are cut by rows.
+    - `target_chunk_tokens`: when a section must be split, the size its pieces aim at
+      (≤ `max_chunk_tokens`, which stays the hard bound: a paragraph up to it is never
+      cut). None (default) aims at the limit itself: a split section then gives pieces
+      between about half the limit and the limit, depending on its length.
     """
 
     def __init__(
@@ -165,6 +169,7 @@ class MarkdownChunker(ChunkerBase):
         tokenizer: Tokenizer | None = None,
         max_input_tokens: int | None = None,
         table_max_tokens: int = 4096,
+        target_chunk_tokens: int | None = None,
     ) -> None:
         super().__init__(
             max_chunk_tokens,
@@ -174,10 +179,19 @@ class MarkdownChunker(ChunkerBase):
             max_input_tokens,
             table_max_tokens,
         )
+        if target_chunk_tokens is not None and not 1 <= target_chunk_tokens <= max_chunk_tokens:
+            raise ValueError("target_chunk_tokens must be in [1, max_chunk_tokens]")
+        self.target_chunk_tokens = target_chunk_tokens
+
+    @property
+    def version(self) -> str:
+        """As `ChunkerBase.version`, plus the target when one is set."""
+        target = self.target_chunk_tokens
+        return super().version if target is None else f"{super().version}:target{target}"
 
     def _chunk(self, note_content: str, note_title: str) -> list[MarkdownChunk]:
         src, doc, index, finisher = self._prepare(note_content)
-        splitter = Splitter(doc, index, self.min_chunk_tokens)
+        splitter = Splitter(doc, index, self.min_chunk_tokens, self.target_chunk_tokens)
         title = clean_title(note_title)
         crumbs: list[Crumb] = []
         pieces: list[Piece] = []

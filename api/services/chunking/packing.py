@@ -13,18 +13,29 @@ from math import ceil
 import numpy as np
 
 
-def pack(toks: list[int], limit: int) -> list[tuple[int, int]]:
+def group_count(total: int, limit: int, target: int) -> int:
+    """How many groups a run of `total` tokens is cut into: as close to `target` tokens
+    each as whole groups allow (total / target, rounded), but never fewer than the hard
+    `limit` needs (ceil(total / limit)); 1 when the run fits and is under 1.5 × target."""
+    return max(ceil(total / limit), int(total / target + 0.5), 1)
+
+
+def pack(toks: list[int], limit: int, target: int | None = None) -> list[tuple[int, int]]:
     """Group pieces 0..n-1 (boundaries `toks`, length n+1) into consecutive ranges (i, j).
 
     Every range costs ≤ `limit`, except a single piece that alone exceeds it (the caller
     refines or keeps such a piece whole). Between two oversized pieces the run of pieces
-    is cut into n = ceil(total / limit) groups of about total / n each, each cut snapped to
-    the piece boundary nearest the ideal position: greedy filling would instead leave a
-    small, context-poor tail.
+    is cut into `group_count` groups of about total / n each, each cut snapped to the piece
+    boundary nearest the ideal position: greedy filling would instead leave a small,
+    context-poor tail. `target` (default and at most `limit`) is the size aimed at: the
+    limit stays the hard bound (a piece up to it is never cut), the target only decides
+    how many groups a run becomes, so group sizes do not swing between limit / 2 and
+    limit with the run's length.
     """
     n = len(toks) - 1
     if n <= 0:
         return []
+    target = limit if target is None else min(max(1, target), limit)
     if n < 64:  # numpy's fixed cost per call exceeds a Python loop over a few pieces
         oversized = [k for k in range(n) if toks[k + 1] - toks[k] > limit]
     else:
@@ -41,17 +52,18 @@ def pack(toks: list[int], limit: int) -> list[tuple[int, int]]:
             continue
         t0 = toks[i]
         remaining = toks[run_end] - t0
-        if remaining <= limit:
+        count = group_count(remaining, limit, target)
+        if count == 1:
             groups.append((i, run_end))
             i = run_end
             continue
-        target = t0 + remaining / ceil(remaining / limit)
+        ideal = t0 + remaining / count
         # Furthest boundary still within the limit; at least i + 1 (piece i fits alone).
         j_max = max(bisect_right(toks, t0 + limit, i + 1, run_end + 1) - 1, i + 1)
-        j = bisect_left(toks, target, i + 1, j_max + 1)
+        j = bisect_left(toks, ideal, i + 1, j_max + 1)
         if j > j_max:
             j = j_max
-        elif j > i + 1 and toks[j] - target > target - toks[j - 1]:
+        elif j > i + 1 and toks[j] - ideal > ideal - toks[j - 1]:
             j -= 1
         groups.append((i, j))
         i = j

@@ -6,8 +6,9 @@ block quote or list item (so a list is cut only between items, and an item only 
 alone is too big) → text levels (`split_text`: for prose, sentences that start a line,
 then any sentence, lines, words, tokens; lines first for HTML and code). Code blocks and
 tables are kept whole up to their own, larger limits (see `split_code` beyond them).
-Consecutive blocks are packed into balanced groups (`packing.pack`), and pieces smaller than
-`min_chunk_tokens` are merged into a neighbour when the union still fits.
+Consecutive blocks are packed into balanced groups (`packing.pack`) of about the target size
+(never over the limit), and pieces smaller than `min_chunk_tokens` are merged into a
+neighbour when the union still fits.
 """
 
 from __future__ import annotations
@@ -39,8 +40,10 @@ _ATOMIC = ("code", "table")
 class Splitter(TextSplitter):
     """Splits the sections of one parsed note (see module docstring)."""
 
-    def __init__(self, doc: Document, index: TokenIndex, min_tokens: int) -> None:
-        super().__init__(doc.src, index)
+    def __init__(
+        self, doc: Document, index: TokenIndex, min_tokens: int, target: int | None = None
+    ) -> None:
+        super().__init__(doc.src, index, target)
         self.doc = doc
         self.min_tokens = min_tokens
 
@@ -121,7 +124,7 @@ class Splitter(TextSplitter):
         bounds = [*points, b]
         toks: list[int] = self.index.at(bounds).tolist()
         out: list[Piece] = []
-        for i, j in pack(toks, limit):
+        for i, j in pack(toks, limit, self.target_for(limit)):
             lo, hi = bounds[i], bounds[j]
             first = owners[i]
             if j == i + 1 and (

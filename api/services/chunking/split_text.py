@@ -2,7 +2,8 @@
 
 Used for a paragraph, HTML block, deeply nested container or table row that is too big on
 its own. Every level returns ranges that cover the span exactly (nothing is dropped); a range
-still too big is handed to the next, finer level.
+still too big is handed to the next, finer level. Prose (PROSE/LINES) is packed towards the
+splitter's target size (see `packing.pack`); code and table rows only towards the limit.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ CODE_LINES = ("line", "word", "token")
 class TextSplitter:
     """Text-level splitting of byte spans of one note."""
 
-    def __init__(self, src: SourceText, index: TokenIndex) -> None:
+    def __init__(self, src: SourceText, index: TokenIndex, target: int | None = None) -> None:
         self.src = src
         self.index = index
+        self.target = target  # size prose is packed towards (None: the limit)
         self._cuts = {
             "sentence_line": lambda a, b: src.sentence_cuts(a, b, at_line_start=True),
             "sentence": src.sentence_cuts,
@@ -37,8 +39,20 @@ class TextSplitter:
             "word": src.word_cuts,
         }
 
-    def ranges(self, a: int, b: int, limit: int, levels: tuple[str, ...]) -> list[tuple[int, int]]:
-        """Consecutive (untrimmed) ranges covering [a, b), each estimated ≤ `limit`."""
+    def target_for(self, limit: int) -> int | None:
+        """The size to aim at for prose under `limit` (None: the limit itself)."""
+        return None if self.target is None else min(self.target, limit)
+
+    def ranges(
+        self,
+        a: int,
+        b: int,
+        limit: int,
+        levels: tuple[str, ...],
+        target: int | None = None,
+    ) -> list[tuple[int, int]]:
+        """Consecutive (untrimmed) ranges covering [a, b), each estimated ≤ `limit`, packed
+        towards `target` (see `packing.pack`)."""
         for depth, level in enumerate(levels):
             if level == "token":
                 break
@@ -48,9 +62,11 @@ class TextSplitter:
             bounds: list[int] = np.concatenate(([a], cuts, [b])).tolist()
             toks: list[int] = self.index.at(bounds).tolist()
             out: list[tuple[int, int]] = []
-            for i, j in pack(toks, limit):
+            for i, j in pack(toks, limit, target):
                 if j == i + 1 and toks[j] - toks[i] > limit:
-                    out.extend(self.ranges(bounds[i], bounds[j], limit, levels[depth + 1 :]))
+                    out.extend(
+                        self.ranges(bounds[i], bounds[j], limit, levels[depth + 1 :], target)
+                    )
                 else:
                     out.append((bounds[i], bounds[j]))
             return out
@@ -85,8 +101,9 @@ class TextSplitter:
     ) -> list[Piece]:
         """Trimmed pieces for [a, b) split at text level (`levels`, LINES by default)."""
         levels = LINES if levels is None else levels
+        target = self.target_for(limit) if levels in (PROSE, LINES) else None
         pieces: list[Piece] = []
-        for lo, hi in self.ranges(a, b, limit, levels):
+        for lo, hi in self.ranges(a, b, limit, levels, target):
             s, e = self.src.trim(lo, hi)
             if s >= e:
                 continue

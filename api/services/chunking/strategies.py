@@ -148,16 +148,19 @@ def get_chunker(
     *,
     max_chunk_tokens: int = 300,
     min_chunk_tokens: int = 50,
+    target_chunk_tokens: int | None = None,
     tokenizer: Tokenizer | None = None,
     max_input_tokens: int | None = None,
 ) -> Chunker:
-    """The chunker for a `CHUNKING_STRATEGY` name (ValueError for an unknown one)."""
+    """The chunker for a `CHUNKING_STRATEGY` name (ValueError for an unknown one).
+    `target_chunk_tokens` applies to `hierarchical_markdown` only."""
     if strategy == "hierarchical_markdown":
         return MarkdownChunker(
             max_chunk_tokens,
             min_chunk_tokens,
             tokenizer=tokenizer,
             max_input_tokens=max_input_tokens,
+            target_chunk_tokens=target_chunk_tokens,
         )
     if strategy == "fixed_tokens":
         return FixedTokenChunker(

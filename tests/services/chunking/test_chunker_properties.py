@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 from functools import cache
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from api.services.chunking import get_chunker
+from api.services.chunking import MarkdownChunker, get_chunker
+from api.services.chunking.packing import pack
 from api.services.chunking.strategies import Chunker
 from tests.services.chunking.chunk_invariants import check_chunks, minilm_tokenizer
 from tests.services.chunking.md_strategies import markdown_docs, titles
@@ -85,3 +87,40 @@ def minilm_chunker(size: int) -> Chunker:
         tokenizer=minilm_tokenizer(),
         max_input_tokens=254,
     )
+
+
+@cache
+def target_chunker(size: int, target: int) -> Chunker:
+    return MarkdownChunker(size, min(50, size // 2), target_chunk_tokens=target)
+
+
+@settings(SETTINGS, max_examples=80)
+@given(
+    text=markdown_docs(),
+    title=titles,
+    size_target=st.sampled_from([(10, 5), (50, 30), (300, 180), (300, 1)]),
+)
+def test_target_size_invariants(text: str, title: str, size_target: tuple[int, int]) -> None:
+    """A target below the limit changes where sections are cut, never the invariants."""
+    c = target_chunker(*size_target)
+    check_chunks(c.chunk_note(text, title), text, title, c)
+
+
+@given(
+    sizes=st.lists(st.integers(0, 120), min_size=1, max_size=60),
+    limit=st.integers(1, 150),
+    frac=st.floats(0.05, 1.0),
+)
+def test_pack_with_target(sizes: list[int], limit: int, frac: float) -> None:
+    """Groups are consecutive, cover every piece, stay within the limit (a lone oversized
+    piece aside) and the target never gives fewer groups than packing to the limit."""
+    toks = [0, *itertools.accumulate(sizes)]
+    target = max(1, int(frac * limit))
+    groups = pack(toks, limit, target)
+    assert [g[0] for g in groups] == [0, *(g[1] for g in groups[:-1])]
+    assert groups[-1][1] == len(sizes)
+    for i, j in groups:
+        assert j > i
+        assert toks[j] - toks[i] <= limit or j == i + 1
+    assert len(groups) >= len(pack(toks, limit))
+    assert pack(toks, limit, limit) == pack(toks, limit)
