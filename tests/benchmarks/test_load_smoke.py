@@ -1,4 +1,4 @@
-"""The load benchmark end to end at smoke size (a 10-second level against the app served by
+"""The load benchmark end to end at smoke size (a 6-second level against the app served by
 uvicorn), and its knee/report logic on synthetic results."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from benchmarks.load_report import LevelResult, holds, knee, report
 from tests.conftest import ADMIN_TOKEN, ServedApp
 
 
-async def test_ten_second_load_run(make_settings: Any, mongo_url: str, db_name: str) -> None:
+async def test_six_second_load_run(make_settings: Any, mongo_url: str, db_name: str) -> None:
     config = LoadConfig(
         levels=(2,),
-        duration_s=10.0,
+        duration_s=6.0,
         seed_notes=2,
         baseline_s=1.0,
         lag_share=1.0,
@@ -27,7 +27,7 @@ async def test_ten_second_load_run(make_settings: Any, mongo_url: str, db_name: 
         )
     routes = {s.route for s in level.samples}
     assert {"POST /v1/notes", "GET /v1/notes/{id}", "POST /v1/search (hybrid)"} <= routes
-    assert len(level.samples) >= 10 and 9.5 <= level.wall_s < 40
+    assert len(level.samples) >= 10 and 5.5 <= level.wall_s < 40
     assert [s for s in level.samples if s.status != s.expected] == []
     assert level.baseline and all(s.status == 200 for s in level.baseline)
     assert level.lags_s and level.lag_unfinished == 0 and level.drain_s is not None
