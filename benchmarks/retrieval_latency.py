@@ -39,7 +39,7 @@ from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
 
 from api.notes.repository import NotesSearchQueries
-from api.retrieval.backends import LocalBackend
+from api.retrieval.backends import LocalBackend, resolved_vector
 from api.retrieval.local_index import LocalIndex
 from api.retrieval.models import ChunkRecord, NoteMeta
 from api.retrieval.service import RankingConfig, RetrievalService
@@ -156,9 +156,7 @@ class SerialBackend:
         self.name = inner.name
 
     async def retrieve(self, author_id: ObjectId, *, vector: Any, **kw: Any) -> Any:
-        if vector is not None and not isinstance(vector, np.ndarray):
-            vector = await vector
-        return await self.inner.retrieve(author_id, vector=vector, **kw)
+        return await self.inner.retrieve(author_id, vector=await resolved_vector(vector), **kw)
 
 
 def _rss() -> int:

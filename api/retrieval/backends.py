@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Awaitable
 from typing import Literal, Protocol
 
 import numpy as np
@@ -36,21 +35,12 @@ QueryVector = np.ndarray | asyncio.Future[np.ndarray] | None
 MAX_FILTER_NOTE_IDS = 10_000
 
 
-def _thread_future(vector: Awaitable[np.ndarray]) -> concurrent.futures.Future[np.ndarray]:
-    """A thread-side view of an asyncio future: resolves (or fails, or is cancelled) with it."""
-    relay: concurrent.futures.Future[np.ndarray] = concurrent.futures.Future()
-    task = asyncio.ensure_future(vector)
-
-    def done(t: asyncio.Future[np.ndarray]) -> None:
-        if t.cancelled():
-            relay.cancel()
-        elif (exc := t.exception()) is not None:
-            relay.set_exception(exc)
-        else:
-            relay.set_result(t.result())
-
-    task.add_done_callback(done)
-    return relay
+async def resolved_vector(vector: QueryVector) -> np.ndarray | None:
+    """The query vector, waiting for the embedding when it is still on its way (its error
+    or cancellation is raised here)."""
+    if vector is None or isinstance(vector, np.ndarray):
+        return vector
+    return await vector
 
 
 class SearchBackend(Protocol):
@@ -89,9 +79,15 @@ class LocalBackend:
     ) -> RetrieverLists:
         use_vector = mode != "keyword" and vector is not None
         use_keyword = mode != "vector"
-        query_vector: np.ndarray | concurrent.futures.Future[np.ndarray] | None = None
-        if use_vector:
-            query_vector = vector if isinstance(vector, np.ndarray) else _thread_future(vector)
+        query_vector: np.ndarray | concurrent.futures.Future[np.ndarray | None] | None = None
+        if use_vector:  # the index thread waits on a thread-side view of the embedding
+            query_vector = (
+                vector
+                if isinstance(vector, np.ndarray)
+                else asyncio.run_coroutine_threadsafe(
+                    resolved_vector(vector), asyncio.get_running_loop()
+                )
+            )
         # One consistent state of the index for both lists; numpy and SQLite release the
         # GIL, so the event loop keeps serving while a large matrix is scanned. BM25 ranks
         # while the query embedding is still being computed.
@@ -139,8 +135,7 @@ class AtlasBackend:
         k: int,
         filters: SearchFilters,
     ) -> RetrieverLists:
-        if vector is not None and not isinstance(vector, np.ndarray):
-            vector = await vector  # $search could overlap it too; Atlas latency is its own
+        vector = await resolved_vector(vector)  # $search could overlap it too
         note_ids = await self._note_ids(author_id, filters)
         tags = filters.tags
         if (note_ids is not None and not note_ids) or (tags is not None and not tags):

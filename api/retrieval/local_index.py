@@ -242,7 +242,7 @@ class LocalIndex:
     def search_hybrid(
         self,
         author_id: str,
-        query_vector: np.ndarray | Future[np.ndarray] | None,
+        query_vector: np.ndarray | Future[np.ndarray | None] | None,
         query: str | None,
         *,
         k_vector: int,

@@ -243,7 +243,7 @@ def search_snapshot(
     return [(snap.chunks[int(row_ids[i])], float(scores[top[i]])) for i in order]
 
 
-def vector_of(query_vector: np.ndarray | Future[np.ndarray] | None) -> np.ndarray | None:
+def vector_of(query_vector: np.ndarray | Future[np.ndarray | None] | None) -> np.ndarray | None:
     """The vector itself, waiting for it (and raising its error) when it is a future."""
     if isinstance(query_vector, Future):
         return query_vector.result()
@@ -252,7 +252,7 @@ def vector_of(query_vector: np.ndarray | Future[np.ndarray] | None) -> np.ndarra
 
 def when_ready(
     pool: Executor,
-    vector: np.ndarray | Future[np.ndarray] | None,
+    vector: np.ndarray | Future[np.ndarray | None] | None,
     scan: Callable[[np.ndarray], list[tuple[ChunkData, float]]],
 ) -> Future[list[tuple[ChunkData, float]]]:
     """`scan(vector)` in `pool` once `vector` is known ([] for None). A pending future holds
@@ -266,7 +266,7 @@ def when_ready(
         except BaseException as exc:  # handed to the waiting caller
             result.set_exception(exc)
 
-    def resolved(done: Future[np.ndarray]) -> None:
+    def resolved(done: Future[np.ndarray | None]) -> None:
         if done.cancelled():
             result.cancel()
         elif (exc := done.exception()) is not None:
