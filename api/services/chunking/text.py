@@ -86,8 +86,8 @@ class SourceText:
     """A note's text, its UTF-8 bytes and the map between byte and character offsets."""
 
     __slots__ = (
-        "_cum_extra", "_cuts", "_lead_bytes", "_lead_chars", "_region", "_scanned", "_window",
-        "arr", "data", "is_ascii", "text",
+        "_cum_extra", "_lead_bytes", "_lead_chars", "_region", "_scanned", "_window", "arr",
+        "data", "is_ascii", "text",
     )  # fmt: skip
 
     def __init__(self, text: str) -> None:
@@ -95,7 +95,7 @@ class SourceText:
         self.data = self.text.encode("utf-8")
         self.arr = np.frombuffer(self.data, dtype=np.uint8)
         self.is_ascii = len(self.data) == len(self.text)
-        self._cuts: dict[str, np.ndarray] = {}
+        # The last scanned region and its cuts (the whole note once that was scanned).
         self._window: tuple[int, int, dict[str, np.ndarray]] | None = None
         self._scanned = 0  # bytes scanned span by span so far
         self._region = (0, 0)
@@ -227,23 +227,20 @@ class SourceText:
         return cuts[lo:hi]
 
     def _table(self, start: int, end: int) -> dict[str, np.ndarray]:
-        """Cuts valid inside [start, end): the whole note's, a cached region's or new."""
-        if self._cuts:
-            return self._cuts
+        """Cuts valid inside [start, end): the cached window's, or a new region's, or the
+        whole note's."""
         win = self._window
         if win is not None and win[0] <= start and end <= win[1]:
             return win[2]
         lo, hi = self._region
         if not lo <= start <= end <= hi:
             lo, hi = start, end
-        if 4 * (self._scanned + hi - lo) < len(self.data):
-            self._scanned += hi - lo
-            table = self.compute_cuts(lo, hi)
-            self._window = (lo, hi, table)
-            return table
-        self._window = None
-        self._cuts = self.compute_cuts(0, len(self.data))
-        return self._cuts
+        if 4 * (self._scanned + hi - lo) >= len(self.data):
+            lo, hi = 0, len(self.data)
+        self._scanned += hi - lo
+        table = self.compute_cuts(lo, hi)
+        self._window = (lo, hi, table)
+        return table
 
     def compute_cuts(self, start: int, end: int) -> dict[str, np.ndarray]:
         """Every kind of cut, correct for any position strictly inside (start, end).

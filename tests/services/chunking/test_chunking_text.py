@@ -115,13 +115,12 @@ def test_small_spans_reuse_one_scan_and_large_spans_scan_the_whole_note() -> Non
     text = "Intro one. Intro two.\n\n" + "Filler sentence here. " * 200 + "\n\nEnd. Done."
     src = SourceText(text)
     assert src.sentence_cuts(0, 30).tolist() == [11, 23]
-    assert src._window is not None and not src._cuts  # a window, not the whole note
+    assert src._window is not None and src._window[:2] == (0, 30)  # not the whole note
     assert src.word_cuts(5, 20).tolist() == [6, 11, 17]  # inside the cached window
+    assert src._window[:2] == (0, 30)
     whole = src.sentence_cuts(0, len(src))
-    assert (
-        src._cuts
-        and whole.tolist() == SourceText(text).compute_cuts(0, len(src))["sentence"].tolist()
-    )
+    assert src._window[:2] == (0, len(src))
+    assert whole.tolist() == SourceText(text).compute_cuts(0, len(src))["sentence"].tolist()
 
 
 @pytest.mark.parametrize(
