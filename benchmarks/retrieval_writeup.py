@@ -206,8 +206,9 @@ def render(res: Results, *, custom: bool = False) -> str:
             "query embedding awaited before retrieval starts; *search* starts BM25 while the "
             "query is embedded and scans vectors when the embedding arrives. "
             "*Notes re-check* (timed alone) is the `notes` query search makes for the notes "
-            "it returns (6 here; candidates are checked best first, a window of limit + 4 at "
-            "a time, until enough pass); the baseline beside it is one query for every "
+            "it returns (6 here; candidates are checked best first, a window of "
+            "limit + max(limit, 4) at a time, until enough pass); the baseline beside it is "
+            "one query for every "
             "candidate note of the vector and keyword lists, as search did before. "
             "*memory_bytes()* is the index's "
             "own estimate; *RSS delta* is the process growth while building it.",

@@ -242,7 +242,7 @@ def _notes_with_section_runs(hits: list[Any], metas: dict[str, NoteMeta]) -> lis
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 NOTE_LEVEL_SCAN = 2000  # newest notes scanned by the note-level fallback
-RECHECK_SLACK = 4  # extra candidate notes re-checked per window beyond `limit`
+RECHECK_SLACK = 4  # a window re-checks limit + max(limit, this) candidate notes
 
 
 def note_level_results(docs: list[dict[str, Any]], query: str, limit: int) -> list[NoteResult]:
