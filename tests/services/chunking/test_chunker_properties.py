@@ -107,7 +107,7 @@ def test_target_size_invariants(text: str, title: str, size_target: tuple[int, i
 
 
 @given(
-    sizes=st.lists(st.integers(0, 120), min_size=1, max_size=60),
+    sizes=st.lists(st.integers(0, 120), min_size=1, max_size=150),  # both sides of n < 64
     limit=st.integers(1, 150),
     frac=st.floats(0.05, 1.0),
 )
