@@ -6,9 +6,13 @@ in production. It is GPL-2.0, so it is only ever run as a separate process, neve
 Durability: the server runs with `--sync-on-commit`. Measured on this project's machines: an
 unflagged server SIGKILLed after 300 acknowledged inserts kept 266; with the flag it kept all
 300 (see tests/db/test_embedded.py). Lifecycle: the owning process starts it (new session, so
-Ctrl-C reaches only the app, which stops it cleanly), and Linux's parent-death signal stops it
-if the owner is killed. Other local processes (`autonote worker`) attach to a running server
-found through `embedded.json` in the data directory instead of starting a second one.
+Ctrl-C reaches only the app, which stops it cleanly), and Linux's parent-death signal kills it
+if the owner is killed. That signal is SIGKILL, not SIGTERM: SecantusDB's SIGTERM handler
+can deadlock (it sets a threading.Event from inside the main thread's own Event.wait, seen
+in a test run as a server alive minutes after its owner died), and with `--sync-on-commit`
+a SIGKILL loses no acknowledged write. An orderly stop still sends SIGTERM first (`stop`).
+Other local processes (`autonote worker`) attach to a running server found through
+`embedded.json` in the data directory instead of starting a second one.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ _PR_SET_PDEATHSIG = 1
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
     with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _free_port() -> int:

@@ -80,9 +80,15 @@ def test_server_dies_with_a_killed_owner_and_restart_works(tmp_path: Path) -> No
     owner.kill()
     owner.wait()
     for _ in range(100):  # the parent-death signal stops the server
-        if not Path(f"/proc/{pid}").exists() or b"Z" in Path(f"/proc/{pid}/stat").read_bytes()[:60]:
-            break
+        try:
+            if b"Z" in Path(f"/proc/{pid}/stat").read_bytes()[:60]:
+                break  # dead, not yet reaped
+        except FileNotFoundError:
+            break  # dead and reaped
         time.sleep(0.1)
+    else:
+        os.kill(pid, signal.SIGKILL)  # do not leak it past the failure
+        raise AssertionError(f"server {pid} outlived its killed owner by 10 s")
     again = EmbeddedMongo(tmp_path)
     with MongoClient(again.start()) as c:
         assert c.autonote.notes.count_documents({"ok": 1}) == 1
