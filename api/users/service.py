@@ -8,6 +8,7 @@ import math
 import os
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,6 +45,7 @@ class TokenBucket:
 
     rate_per_minute: int
     _state: dict[str, tuple[float, float]] = field(default_factory=dict)
+    clock: Callable[[], float] = time.monotonic  # seconds; tests substitute their own
 
     def take(self, key: str) -> int | None:
         """Consume one token; return seconds to wait when empty, None when allowed."""
@@ -51,7 +53,7 @@ class TokenBucket:
             return None
         capacity = float(self.rate_per_minute)
         refill = capacity / 60.0
-        now = time.monotonic()
+        now = self.clock()
         tokens, last = self._state.get(key, (capacity, now))
         tokens = min(capacity, tokens + (now - last) * refill)
         if tokens < 1.0:
