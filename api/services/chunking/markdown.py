@@ -137,8 +137,9 @@ class ChunkerBase:
 
     def _prepare(self, note_content: str) -> tuple[SourceText, Document, TokenIndex, Finisher]:
         src = SourceText(note_content)
+        finish_index = TokenIndex.start(self.tokenizer, src)
         doc = parse(src)
-        index = TokenIndex(self.tokenizer, src)
+        index = finish_index()
         return src, doc, index, Finisher(self.tokenizer, src, self.max_input_tokens)
 
 
