@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.chunking_peers import CHONKIE, OURS_ONE_THREAD
 from benchmarks.common import (
     Timing,
     code_revision,
@@ -156,27 +155,22 @@ def _ratio(num: float, den: float) -> str:
 
 def render_speed(results: list[DocResult], max_tokens: int) -> list[str]:
     """Ratio and absolute-time tables plus the verdict for one token size."""
-    names = [n for n in results[0].timings if n not in (FLOOR, OURS, OURS_ONE_THREAD)]
+    names = [n for n in results[0].timings if n not in (FLOOR, OURS)]
     peers = [n for n in names if n != BASELINE]
-    one = OURS_ONE_THREAD in results[0].timings
-    ratio_rows, abs_rows = [], []
-    misses: dict[str, list[str]] = {OURS: [], OURS_ONE_THREAD: []}
+    ratio_rows, abs_rows, misses = [], [], []
     worst_floor = 0.0
     for r in results:
         med = {n: t.median for n, t in r.timings.items()}
         worst_floor = max(worst_floor, med[OURS] / med[FLOOR])
         for p in peers:
-            for who in misses:
-                if who in med and r.sizes_by_tokens[p] and med[who] >= med[p]:
-                    misses[who].append(f"{p} on {r.name}")
+            if r.sizes_by_tokens[p] and med[OURS] >= med[p]:
+                misses.append(f"{p} on {r.name}")
         ratio_rows.append(
             [
                 r.name,
                 f"{r.size_bytes / 1024:.0f}",
                 _ratio(med[OURS], med[FLOOR]),
-                *([_ratio(med[OURS_ONE_THREAD], med[FLOOR])] if one else []),
                 *(_ratio(med[OURS], med[n]) for n in names),
-                *([_ratio(med[OURS_ONE_THREAD], med[CHONKIE])] if one else []),
             ]
         )
         abs_rows.append([r.name, *(f"{1000 * med[n]:.1f}" for n in r.timings)])
@@ -185,34 +179,14 @@ def render_speed(results: list[DocResult], max_tokens: int) -> list[str]:
         f"### Speed at {max_tokens} cl100k tokens: ratios of our median time (< 1: ours faster)",
         "",
         markdown_table(
-            [
-                "document",
-                "KB",
-                "ours / floor",
-                *([f"{OURS_ONE_THREAD} / floor"] if one else []),
-                *(f"ours / {n}{mark[n]}" for n in names),
-                *([f"{OURS_ONE_THREAD} / {CHONKIE}"] if one else []),
-            ],
+            ["document", "KB", "ours / floor", *(f"ours / {n}{mark[n]}" for n in names)],
             ratio_rows,
         ),
         "",
         f"- ours / floor: worst {worst_floor:.2f} (target ≤ 2) → "
         f"**{'PASS' if worst_floor <= 2 else 'FAIL'}**.",
         "- faster than every token-sizing peer on every document → "
-        + ("**PASS**." if not misses[OURS] else f"**FAIL** ({'; '.join(misses[OURS])})."),
-        *(
-            [
-                f"- {OURS_ONE_THREAD} (token pass not overlapped with the parse): faster "
-                "than every token-sizing peer on every document → "
-                + (
-                    "yes."
-                    if not misses[OURS_ONE_THREAD]
-                    else f"no ({'; '.join(misses[OURS_ONE_THREAD])})."
-                )
-            ]
-            if one
-            else []
-        ),
+        + ("**PASS**." if not misses else f"**FAIL** ({'; '.join(misses)})."),
         "",
         "Median milliseconds:",
         "",
@@ -307,10 +281,7 @@ Competitors, all at the same cl100k capacity with zero overlap and run offline: 
 one pyromark parse (GFM tables + YAML metadata, events iterated) + one tiktoken
 `encode_ordinary` of the whole text; *ours* = `api.services.chunking.MarkdownChunker`
 (cl100k tokenizer, 8191-token embedding input limit), full `chunk_note` incl. breadcrumbs
-and hashes, as shipped: from 16 KB a note's token pass runs in a worker thread while the
-calling thread parses (tiktoken releases the GIL), so ours can take less wall time than the
-serial floor (it spends no less CPU); *ours, one thread* = the same chunker with that pass in
-the calling thread, the figure to compare for CPU cost; *roadmap regex* = the Phase 2.1 algorithm of the roadmap (`len // 4` estimate,
+and hashes; *roadmap regex* = the Phase 2.1 algorithm of the roadmap (`len // 4` estimate,
 `benchmarks/baseline_regex_chunker.py`); *langchain* = MarkdownHeaderTextSplitter (h1–h6)
 then RecursiveCharacterTextSplitter.from_tiktoken_encoder per section; *llamaindex* =
 MarkdownNodeParser († does not size by tokens: it splits on headings only, so it is not held

@@ -6,9 +6,7 @@ structure checks (offsets only where the library returns them reliably; everythi
 located in the source by `structure_quality`). All peers are configured for the same cl100k
 token capacity with zero overlap, and all run offline:
 
-- ours: `api.services.chunking.MarkdownChunker` with the cl100k tokenizer, as shipped
-  (a big note's token pass runs in a worker thread beside the parse), and "ours, one
-  thread" with that pass in the calling thread;
+- ours: `api.services.chunking.MarkdownChunker` with the cl100k tokenizer;
 - floor: one pyromark parse (tables + YAML metadata; the events iterated once) + one
   tiktoken `encode_ordinary` over the whole text;
 - baseline: the roadmap's Phase 2.1 regex chunker (`len // 4` estimate);
@@ -35,8 +33,6 @@ from benchmarks.structure_quality import PARSE_OPTIONS, ChunkView
 
 OPENAI_MAX_INPUT_TOKENS = 8191  # text-embedding-3-*: the input limit ours must respect
 NOTE_TITLE = "Benchmark note"  # the title ours and the baseline get for every document
-OURS_ONE_THREAD = "ours, one thread"
-CHONKIE = "chonkie RecursiveChunker"
 _HEADERS = [("#" * n, f"h{n}") for n in range(1, 7)]
 
 
@@ -73,19 +69,15 @@ def floor_competitor() -> Competitor:
     return Competitor("floor (parse+encode)", run, None, True)
 
 
-def ours_competitor(
-    max_tokens: int, title: str = NOTE_TITLE, *, background: bool = True
-) -> Competitor:
-    """Our chunker, sized in cl100k tokens (OpenAI embeddings' tokenizer). `background`
-    False keeps the token pass in the calling thread (no overlap with the parse)."""
+def ours_competitor(max_tokens: int, title: str = NOTE_TITLE) -> Competitor:
+    """Our chunker, sized in cl100k tokens (OpenAI embeddings' tokenizer)."""
     from api.services.chunking import MarkdownChunker
-    from api.services.chunking.tokenizer import TiktokenTokenizer, tiktoken_tokenizer
+    from api.services.chunking.tokenizer import tiktoken_tokenizer
 
-    tokenizer = tiktoken_tokenizer("cl100k_base")
-    if not background:
-        tokenizer = TiktokenTokenizer(tokenizer.encoding, background=False)
     chunker = MarkdownChunker(
-        max_chunk_tokens=max_tokens, tokenizer=tokenizer, max_input_tokens=OPENAI_MAX_INPUT_TOKENS
+        max_chunk_tokens=max_tokens,
+        tokenizer=tiktoken_tokenizer("cl100k_base"),
+        max_input_tokens=OPENAI_MAX_INPUT_TOKENS,
     )
 
     def views(chunks: list[Any]) -> list[ChunkView]:
@@ -93,8 +85,6 @@ def ours_competitor(
             ChunkView(c.content_md, c.start_offset, c.end_offset, c.embedding_text) for c in chunks
         ]
 
-    if not background:  # same chunks as ours: timed, not checked again
-        return Competitor(OURS_ONE_THREAD, lambda text: chunker.chunk_note(text, title), None, True)
     return Competitor("ours", lambda text: chunker.chunk_note(text, title), views, True)
 
 
@@ -170,7 +160,7 @@ def chonkie_competitor(max_tokens: int) -> Competitor:
         return [ChunkView(c.text, c.start_index, c.end_index) for c in chunks]
 
     return Competitor(
-        CHONKIE,
+        "chonkie RecursiveChunker",
         run,
         views,
         True,
@@ -195,7 +185,6 @@ def all_competitors(max_tokens: int, include_ours: bool = True) -> list[Competit
     competitors = [floor_competitor()]
     if include_ours:
         competitors.append(ours_competitor(max_tokens))
-        competitors.append(ours_competitor(max_tokens, background=False))
     competitors += [
         baseline_competitor(max_tokens),
         langchain_competitor(max_tokens),

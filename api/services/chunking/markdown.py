@@ -137,9 +137,8 @@ class ChunkerBase:
 
     def _prepare(self, note_content: str) -> tuple[SourceText, Document, TokenIndex, Finisher]:
         src = SourceText(note_content)
-        finish_index = TokenIndex.start(self.tokenizer, src)
         doc = parse(src)
-        index = finish_index()
+        index = TokenIndex(self.tokenizer, src)
         return src, doc, index, Finisher(self.tokenizer, src, self.max_input_tokens)
 
 

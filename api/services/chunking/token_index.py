@@ -25,7 +25,7 @@ tokenizers get exact counts from one batched encode of the slices.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -35,28 +35,20 @@ from api.services.chunking.tokenizer import HuggingFaceTokenizer, TiktokenTokeni
 # Encodings whose pre-tokeniser has the boundary property (see above).
 _BOUNDARY_ENCODINGS = frozenset({"tiktoken:cl100k_base", "tiktoken:o200k_base"})
 
-# Notes from this many bytes get their token pass in worker threads while the caller parses;
-# below it the hand-off costs about what it saves.
-PARALLEL_MIN_BYTES = 16_384
-
 
 class TokenIndex:
     """Token positions in one note's text (see module docstring)."""
 
     __slots__ = ("_ends", "_ends_list", "_ratio", "_safe", "src", "tokenizer", "total")
 
-    def __init__(
-        self, tokenizer: Tokenizer, src: SourceText, *, ids: np.ndarray | None = None
-    ) -> None:
-        """Index `src`, encoding it unless `ids` (its tiktoken ids) are given."""
+    def __init__(self, tokenizer: Tokenizer, src: SourceText) -> None:
         self.tokenizer = tokenizer
         self.src = src
         self._safe: np.ndarray | None = None
         self._ratio = 0.0
         ends: np.ndarray | None = None
         if isinstance(tokenizer, TiktokenTokenizer):
-            if ids is None:
-                ids = tokenizer.encode_array(src.text)
+            ids = tokenizer.encode_array(src.text)
             ends = np.cumsum(tokenizer.byte_lengths[ids])
             if tokenizer.name in _BOUNDARY_ENCODINGS and len(src.arr) > 1:
                 self._safe = universal_boundaries(src.arr)
@@ -70,26 +62,6 @@ class TokenIndex:
         else:
             self.total = len(ends)
         self._ends_list: list[int] = [] if ends is None else ends.tolist()
-
-    @classmethod
-    def start(cls, tokenizer: Tokenizer, src: SourceText) -> Callable[[], TokenIndex]:
-        """Begin the token pass over `src`; the returned function finishes it.
-
-        A big note's pass runs in a worker thread when the tokenizer has one (tiktoken and
-        numpy release the GIL while they work), so it overlaps what the caller does before
-        finishing: the parse, which holds the GIL iterating parser events. Two encodes do
-        not overlap each other here (measured: two threads encode no faster than one), so
-        the pass is not split further.
-        """
-        pool = None
-        if isinstance(tokenizer, TiktokenTokenizer) and len(src) >= PARALLEL_MIN_BYTES:
-            pool = tokenizer.pool()
-        if pool is None:
-            return lambda: cls(tokenizer, src)
-        # Only the encode runs in the worker: the rest of the index is Python and numpy
-        # work that would wait for the GIL the parse holds.
-        ids = pool.submit(tokenizer.encode_array, src.text)
-        return lambda: cls(tokenizer, src, ids=ids.result())
 
     def at(self, positions: np.ndarray | Sequence[int]) -> np.ndarray:
         """Estimated number of tokens before each byte position (non-decreasing)."""

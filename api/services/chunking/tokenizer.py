@@ -13,10 +13,7 @@ again until all fit.
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -90,39 +87,12 @@ def split_verified(
     return out
 
 
-def _available_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
 class TiktokenTokenizer:
-    """A tiktoken encoding (cl100k_base by default), loaded offline from package data.
+    """A tiktoken encoding (cl100k_base by default), loaded offline from package data."""
 
-    `background`: let a big note's token pass run in a worker thread, beside the parse
-    (see `TokenIndex.start`); None: yes unless the process has a single CPU.
-    """
-
-    def __init__(self, encoding: tiktoken.Encoding, *, background: bool | None = None) -> None:
+    def __init__(self, encoding: tiktoken.Encoding) -> None:
         self._enc = encoding
         self.name = f"tiktoken:{encoding.name}"
-        self.background = _available_cpus() > 1 if background is None else background
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_pid = 0
-        self._pool_lock = threading.Lock()
-
-    def pool(self) -> ThreadPoolExecutor | None:
-        """Worker threads for background token passes (None when `background` is off),
-        made on first use and again in a forked child, which inherits the executor but not
-        its threads. Two, so two callers chunking at once do not queue behind each other."""
-        if not self.background:
-            return None
-        with self._pool_lock:
-            if self._pool is None or self._pool_pid != os.getpid():
-                self._pool = ThreadPoolExecutor(2, thread_name_prefix="token-pass")
-                self._pool_pid = os.getpid()
-            return self._pool
 
     @property
     def encoding(self) -> tiktoken.Encoding:

@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-import multiprocessing
-import threading
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from api.services.chunking import (
-    HuggingFaceTokenizer,
-    MarkdownChunker,
-    Tokenizer,
-    tiktoken_tokenizer,
-)
+from api.services.chunking import HuggingFaceTokenizer, Tokenizer, tiktoken_tokenizer
 from api.services.chunking.text import SourceText
-from api.services.chunking.token_index import PARALLEL_MIN_BYTES, TokenIndex, universal_boundaries
-from api.services.chunking.tokenizer import TiktokenTokenizer
+from api.services.chunking.token_index import TokenIndex, universal_boundaries
 from tests.services.chunking.chunk_invariants import minilm_tokenizer
-
-CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "markdown"
 
 # Fragments chosen to hit every branch of the pre-tokeniser regexes: contractions,
 # case changes, digit runs, punctuation + newlines, slashes, Unicode letters/marks/spaces.
@@ -168,65 +156,3 @@ def test_count_batch_agrees_with_count_for_large_batches() -> None:
     texts = [f"text number {i}, with words. " * (i % 7 + 200) for i in range(200)]
     assert sum(map(len, texts)) > 1 << 20
     assert tok.count_batch(texts) == [tok.count(t) for t in texts]
-
-
-class _RecordingTokenizer(TiktokenTokenizer):
-    """cl100k that records which thread ran each whole-note encode."""
-
-    def __init__(self, *, background: bool) -> None:
-        super().__init__(tiktoken_tokenizer("cl100k_base").encoding, background=background)
-        self.threads: list[str] = []
-
-    def encode_array(self, text: str) -> np.ndarray:
-        self.threads.append(threading.current_thread().name)
-        return super().encode_array(text)
-
-
-def test_background_pass_runs_beside_the_caller_and_indexes_the_same() -> None:
-    text = (CORPUS / "commonmark_spec.md").read_text(encoding="utf-8")
-    src = SourceText(text)
-    assert len(src) >= PARALLEL_MIN_BYTES
-    background, inline = _RecordingTokenizer(background=True), _RecordingTokenizer(background=False)
-    finish = TokenIndex.start(background, src)
-    got = finish()
-    want = TokenIndex.start(inline, src)()
-    assert background.threads[0].startswith("token-pass") and inline.pool() is None
-    assert inline.threads == [threading.current_thread().name]
-    assert got.total == want.total == tiktoken_tokenizer("cl100k_base").count(text)
-    assert (
-        got.at(np.arange(0, len(src), 97)).tolist() == want.at(np.arange(0, len(src), 97)).tolist()
-    )
-    spans = [(0, len(src)), (1000, 5000), (len(src) // 2, len(src) - 3)]
-    assert got.exact(spans) == want.exact(spans)
-    # A small note stays in the caller's thread: the hand-off would cost what it saves.
-    small = SourceText(text[:1000])
-    TokenIndex.start(background, small)()
-    assert background.threads[-1] == threading.current_thread().name
-
-
-@pytest.mark.parametrize("name", ["commonmark_spec.md", "openai_readme.md", "chonkie_readme.md"])
-def test_chunks_are_identical_with_and_without_the_background_pass(name: str) -> None:
-    text = (CORPUS / name).read_text(encoding="utf-8")
-    runs = []
-    for background in (True, False):
-        tok = _RecordingTokenizer(background=background)
-        runs.append(
-            [c.to_dict() for c in MarkdownChunker(200, tokenizer=tok).chunk_note(text, name)]
-        )
-        assert tok.threads[0].startswith("token-pass") == background
-    assert runs[0] == runs[1]
-
-
-def _chunk_in_child(text: str) -> int:
-    return len(MarkdownChunker(200).chunk_note(text, "child"))
-
-
-def test_background_pass_works_in_a_forked_child() -> None:
-    # A forked child inherits the executor object but none of its threads: work submitted
-    # to it would wait forever unless the pool is made again in the child.
-    text = (CORPUS / "commonmark_spec.md").read_text(encoding="utf-8")
-    expected = _chunk_in_child(text)  # the parent's pool exists and has run
-    assert tiktoken_tokenizer("cl100k_base").pool() is not None
-    ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(1) as pool:
-        assert pool.apply_async(_chunk_in_child, (text,)).get(timeout=30) == expected
