@@ -288,6 +288,7 @@ async def run_throughput(
                     running.container.indexing.reconciler,
                     concurrency=1 if config == "1 loop" else 2,
                     poll_s=0.05,
+                    stop_grace_s=running.container.settings.autonote_index_stop_grace_s,
                 )
                 await workers.start()
             start = time.perf_counter()

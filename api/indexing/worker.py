@@ -30,7 +30,7 @@ class IndexWorkers:
         *,
         concurrency: int,
         poll_s: float,
-        stop_grace_s: float = 10.0,
+        stop_grace_s: float,
     ) -> None:
         self.reconciler = reconciler
         self.concurrency = concurrency

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+from collections.abc import Awaitable
 from typing import Literal, Protocol
 
 import numpy as np
@@ -135,38 +136,49 @@ class AtlasBackend:
         k: int,
         filters: SearchFilters,
     ) -> RetrieverLists:
-        vector = await resolved_vector(vector)  # $search could overlap it too
+        # The note pre-filter and `$search` run while the query is still being embedded;
+        # `$vectorSearch` starts when the vector arrives.
         note_ids = await self._note_ids(author_id, filters)
         tags = filters.tags
         if (note_ids is not None and not note_ids) or (tags is not None and not tags):
+            await resolved_vector(vector)  # an embedding failure is still the caller's news
             return {"vector": [], "keyword": []}
-        jobs: dict[str, ap.Pipeline] = {}
-        if mode != "keyword" and vector is not None:
-            jobs["vector"] = ap.vector_search_pipeline(
-                self.vector_index,
-                vector.astype(float).tolist(),
-                author_id,
-                limit=k,
-                note_ids=note_ids,
-                tags=tags,
-            )
-        if mode != "vector":
-            jobs["keyword"] = ap.text_search_pipeline(
-                self.text_index,
-                query[: ap.MAX_QUERY_CHARS],
-                author_id,
-                limit=k,
-                note_ids=note_ids,
-                tags=tags,
-            )
 
         async def run(pipeline: ap.Pipeline) -> list[tuple[ChunkData, float]]:
             cursor = await self.chunks.aggregate(pipeline)
             docs = await cursor.to_list(length=k)
             return [(hit, hit.score) for hit in map(ChunkHit.from_document, docs)]
 
-        results = await asyncio.gather(*(run(p) for p in jobs.values()))
-        return dict(zip(jobs, results, strict=True))
+        async def vector_hits() -> list[tuple[ChunkData, float]] | None:
+            ready = await resolved_vector(vector)
+            if ready is None:
+                return None
+            pipeline = ap.vector_search_pipeline(
+                self.vector_index,
+                ready.astype(float).tolist(),
+                author_id,
+                limit=k,
+                note_ids=note_ids,
+                tags=tags,
+            )
+            return await run(pipeline)
+
+        jobs: dict[str, Awaitable[list[tuple[ChunkData, float]] | None]] = {}
+        if mode != "keyword" and vector is not None:
+            jobs["vector"] = vector_hits()
+        if mode != "vector":
+            jobs["keyword"] = run(
+                ap.text_search_pipeline(
+                    self.text_index,
+                    query[: ap.MAX_QUERY_CHARS],
+                    author_id,
+                    limit=k,
+                    note_ids=note_ids,
+                    tags=tags,
+                )
+            )
+        results = await asyncio.gather(*jobs.values())
+        return {name: hits for name, hits in zip(jobs, results, strict=True) if hits is not None}
 
 
 async def detect_backend(db: AsyncDatabase) -> Literal["atlas", "local"]:

@@ -32,6 +32,22 @@ class EmbeddingUnavailable(ServiceUnavailable):
     code = "embedding_unavailable"
 
 
+async def _vector_or_none(embedding: asyncio.Future[np.ndarray]) -> np.ndarray | None:
+    """The query vector, or None when the embedding provider failed."""
+    try:
+        return await embedding
+    except EmbeddingError:
+        return None
+
+
+def _embedding_failure(embedding: asyncio.Future[np.ndarray] | None) -> EmbeddingError | None:
+    """The provider error the query embedding ended with, if it did."""
+    if embedding is None or not embedding.done() or embedding.cancelled():
+        return None
+    exc = embedding.exception()
+    return exc if isinstance(exc, EmbeddingError) else None
+
+
 @dataclass(frozen=True, slots=True)
 class RankingConfig:
     """Ranking knobs (defaults chosen on the dev split; see BENCHMARKS.md `retrieval`).
@@ -127,25 +143,29 @@ class RetrievalService:
         k = max(cfg.candidates, limit * chunks_per_note * 4)
         # The backend starts keyword ranking while the query is being embedded.
         embedding = asyncio.ensure_future(self.embed_query(query)) if mode != "keyword" else None
+        vector: asyncio.Future[np.ndarray | None] | None = embedding
+        if mode == "hybrid" and embedding is not None:
+            # Hybrid degrades to its keyword half rather than failing: an embedding error
+            # reaches the backend as "no vector", so the keyword list it ranked meanwhile is
+            # kept, not ranked a second time.
+            vector = asyncio.ensure_future(_vector_or_none(embedding))
         try:
             lists = await self.backend.retrieve(
-                author_id, query=query, vector=embedding, mode=mode, k=k, filters=filters
+                author_id, query=query, vector=vector, mode=mode, k=k, filters=filters
             )
-        except EmbeddingError as exc:
-            if mode == "vector":
-                raise EmbeddingUnavailable(
-                    f"the embedding provider is unavailable ({exc}); retry, or search "
-                    "with mode=keyword"
-                ) from exc
-            # Hybrid degrades to its keyword half rather than failing the search.
-            log.warning("search.degraded_to_keyword", error=str(exc)[:300])
-            mode, warning = "keyword", "embedding provider unavailable: keyword results only"
-            lists = await self.backend.retrieve(
-                author_id, query=query, vector=None, mode=mode, k=k, filters=filters
-            )
+        except EmbeddingError as exc:  # mode "vector": nothing to fall back to
+            raise EmbeddingUnavailable(
+                f"the embedding provider is unavailable ({exc}); retry, or search with mode=keyword"
+            ) from exc
         finally:
-            if embedding is not None and not embedding.done():
-                embedding.cancel()
+            for pending in (vector, embedding):
+                if pending is not None and not pending.done():
+                    pending.cancel()
+        failure = _embedding_failure(embedding)
+        if mode == "hybrid" and failure is not None:
+            log.warning("search.degraded_to_keyword", error=str(failure)[:300])
+            mode, warning = "keyword", "embedding provider unavailable: keyword results only"
+            lists.pop("vector", None)
         weights = {"vector": cfg.vector_weight, "keyword": cfg.keyword_weight}
         hits = fuse_chunk_lists(
             lists, k=cfg.rrf_k, weights={n: weights[n] for n in lists if n in weights}

@@ -6,6 +6,8 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from api.indexing.runtime import build_indexing
 from tests.conftest import Api, running_app
 from tests.helpers import wait_indexed
@@ -208,7 +210,7 @@ async def test_bad_search_requests(api: Api) -> None:
 
 
 async def test_embedding_outage_degrades_hybrid_to_keyword(
-    make_settings: Any, openai_stub: Any
+    make_settings: Any, openai_stub: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = make_settings(
         embedding_provider="openai",
@@ -220,9 +222,21 @@ async def test_embedding_outage_degrades_hybrid_to_keyword(
         h = await api.new_user()
         n = await note(api, h, "Backups", "## Nightly\n\npg_dump runs at 02:00 UTC.")
         openai_stub.fail_next(500, count=1000, path="/v1/embeddings")
+        index_type = type(api.container.search.backend.index)
+        ranked: list[str | None] = []
+        original = index_type.search_hybrid
+
+        def counting(self: Any, author: str, vector: Any, query: str | None, **kw: Any) -> Any:
+            ranked.append(query)
+            return original(self, author, vector, query, **kw)
+
+        monkeypatch.setattr(index_type, "search_hybrid", counting)
         body = await search(api, h, "pg_dump schedule")
         assert body["mode"] == "keyword" and "keyword results only" in body["warning"]
         assert body["results"][0]["note_id"] == n["id"]
+        # One pass: the keyword list ranked while the embedding failed is the one used.
+        assert ranked == ["pg_dump schedule"]
+        monkeypatch.undo()
         r = await api.client.post(
             "/v1/search", json={"query": "pg_dump", "mode": "vector"}, headers=h
         )
