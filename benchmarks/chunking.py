@@ -88,7 +88,7 @@ def benchmark_size(
         size = len(text.encode("utf-8"))
         res = DocResult(name, size)
         runs = {c.name: (lambda c=c, text=text: c.run(text)) for c in competitors}
-        res.timings = time_interleaved(runs, repeats or repeats_for(size))
+        res.timings = time_interleaved(runs, repeats or repeats_for(size, 8_000_000, hi=25))
         parsed = parse_document(text)
         for comp in competitors:
             res.sizes_by_tokens[comp.name] = comp.sizes_by_tokens
@@ -132,7 +132,8 @@ def scaling(
         base_per_mb: float | None = None
         for f, big in bigs.items():
             mb = len(big.encode("utf-8")) / 1e6
-            ours_s, floor_s = t[f"{OURS} ×{f}"].median, t[f"{FLOOR} ×{f}"].median
+            ours_t, floor_t = t[f"{OURS} ×{f}"], t[f"{FLOOR} ×{f}"]
+            ours_s = ours_t.median
             per_mb = ours_s / mb
             base_per_mb = base_per_mb or per_mb
             rows.append(
@@ -143,14 +144,10 @@ def scaling(
                     f"{1000 * ours_s:.0f}",
                     f"{1000 * per_mb:.0f}",
                     f"{per_mb / base_per_mb:.2f}",
-                    f"{ours_s / floor_s:.2f}",
+                    f"{ours_t.ratio_to(floor_t):.2f}",
                 ]
             )
     return rows
-
-
-def _ratio(num: float, den: float) -> str:
-    return f"{num / den:.2f}"
 
 
 def render_speed(results: list[DocResult], max_tokens: int) -> list[str]:
@@ -161,16 +158,17 @@ def render_speed(results: list[DocResult], max_tokens: int) -> list[str]:
     worst_floor = 0.0
     for r in results:
         med = {n: t.median for n, t in r.timings.items()}
-        worst_floor = max(worst_floor, med[OURS] / med[FLOOR])
+        ratio = {n: r.timings[OURS].ratio_to(t) for n, t in r.timings.items()}
+        worst_floor = max(worst_floor, ratio[FLOOR])
         for p in peers:
-            if r.sizes_by_tokens[p] and med[OURS] >= med[p]:
+            if r.sizes_by_tokens[p] and ratio[p] >= 1:
                 misses.append(f"{p} on {r.name}")
         ratio_rows.append(
             [
                 r.name,
                 f"{r.size_bytes / 1024:.0f}",
-                _ratio(med[OURS], med[FLOOR]),
-                *(_ratio(med[OURS], med[n]) for n in names),
+                f"{ratio[FLOOR]:.2f}",
+                *(f"{ratio[n]:.2f}" for n in names),
             ]
         )
         abs_rows.append([r.name, *(f"{1000 * med[n]:.1f}" for n in r.timings)])
@@ -312,8 +310,10 @@ def render(
         "",
         "Reproduce: `.venv/bin/python -m benchmarks.chunking`",
         "",
-        machine_note() + " Medians of interleaved repeated runs, GC disabled while timing. "
-        f"Chunker at {revision}.",
+        machine_note() + " Competitors run round-robin (3-25 rounds per document, fewer for "
+        "big ones), GC disabled while timing. Ratios are the median over rounds of the two "
+        "times taken in the same round (the machine's speed drifts between rounds); the "
+        f"millisecond tables show plain medians. Chunker at {revision}.",
         "",
         LEGEND,
         "",

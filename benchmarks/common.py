@@ -72,6 +72,13 @@ class Timing:
     def best(self) -> float:
         return min(self.samples)
 
+    def ratio_to(self, other: Timing) -> float:
+        """Median over rounds of this run's time / `other`'s in the same round (samples of
+        `time_interleaved` are aligned by round). Pairing cancels the machine's slow speed
+        drift, which a ratio of two medians taken minutes apart does not."""
+        pairs = list(zip(self.samples, other.samples, strict=True))
+        return statistics.median(a / b for a, b in pairs)
+
 
 def _timed_call(fn: Callable[[], Any]) -> float:
     gc.collect()

@@ -95,6 +95,15 @@ def test_time_interleaved_runs_each_competitor_repeats_plus_warmup() -> None:
     assert all(len(t.samples) == 4 and t.median >= 0 for t in timings.values())
 
 
+def test_ratio_pairs_samples_by_round() -> None:
+    # Round 2 ran while the machine was slow for both: pairing ignores it, medians do not.
+    ours = common.Timing("ours", [2.0, 10.0, 3.0])
+    floor = common.Timing("floor", [1.0, 10.0, 1.0])
+    assert ours.ratio_to(floor) == 2.0 and ours.median / floor.median == 3.0
+    with pytest.raises(ValueError):
+        ours.ratio_to(common.Timing("short", [1.0]))
+
+
 def test_no_network_blocks_and_records() -> None:
     import socket
 
