@@ -174,7 +174,8 @@ def render_speed(results: list[DocResult], max_tokens: int) -> list[str]:
         abs_rows.append([r.name, *(f"{1000 * med[n]:.1f}" for n in r.timings)])
     mark = {n: "" if results[0].sizes_by_tokens[n] else " †" for n in names}
     return [
-        f"### Speed at {max_tokens} cl100k tokens: ratios of our median time (< 1: ours faster)",
+        f"### Speed at {max_tokens} cl100k tokens: ratios of our time, median over paired "
+        "rounds (< 1: ours faster)",
         "",
         markdown_table(
             ["document", "KB", "ours / floor", *(f"ours / {n}{mark[n]}" for n in names)],
