@@ -30,9 +30,10 @@ log = structlog.get_logger(__name__)
 
 Mode = Literal["hybrid", "vector", "keyword"]
 RetrieverLists = dict[str, list[tuple[ChunkData, float]]]
-# The query vector, or the query embedding still on its way (its error is raised by
-# `retrieve`, so the caller can fall back to keyword search).
-QueryVector = np.ndarray | asyncio.Future[np.ndarray] | None
+# The query vector, or the query embedding still on its way: its error is raised by
+# `retrieve`; a future that resolves to None means "no vector" (hybrid search whose
+# embedding failed ranks by keywords alone).
+QueryVector = np.ndarray | asyncio.Future[np.ndarray] | asyncio.Future[np.ndarray | None] | None
 MAX_FILTER_NOTE_IDS = 10_000
 
 

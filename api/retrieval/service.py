@@ -18,7 +18,7 @@ from bson import ObjectId
 from api import observability as obs
 from api.errors import ServiceUnavailable
 from api.notes.repository import NotesSearchQueries
-from api.retrieval.backends import Mode, SearchBackend
+from api.retrieval.backends import Mode, QueryVector, SearchBackend
 from api.retrieval.fusion import fuse_chunk_lists
 from api.retrieval.grouping import group_by_note, rank_note_ids
 from api.retrieval.models import NoteMeta, NoteResult, SearchFilters, SectionMatch, as_utc
@@ -143,7 +143,7 @@ class RetrievalService:
         k = max(cfg.candidates, limit * chunks_per_note * 4)
         # The backend starts keyword ranking while the query is being embedded.
         embedding = asyncio.ensure_future(self.embed_query(query)) if mode != "keyword" else None
-        vector: asyncio.Future[np.ndarray | None] | None = embedding
+        vector: QueryVector = embedding
         if mode == "hybrid" and embedding is not None:
             # Hybrid degrades to its keyword half rather than failing: an embedding error
             # reaches the backend as "no vector", so the keyword list it ranked meanwhile is
@@ -159,7 +159,7 @@ class RetrievalService:
             ) from exc
         finally:
             for pending in (vector, embedding):
-                if pending is not None and not pending.done():
+                if isinstance(pending, asyncio.Future) and not pending.done():
                     pending.cancel()
         failure = _embedding_failure(embedding)
         if mode == "hybrid" and failure is not None:
