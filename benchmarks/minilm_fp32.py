@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from connectors.embeddings.local import LocalEmbedder
+from connectors.embeddings.local import LocalEmbedder, mean_pooled
 
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2 (fp32, numpy)"
 _HEADS = 12
@@ -71,13 +71,8 @@ class Fp32MiniLM(LocalEmbedder):
 
     def _run_batch(self, batch: list[list[int]]) -> np.ndarray:
         w = self._w
-        width = max(len(p) for p in batch) + 2
-        ids = np.zeros((len(batch), width), dtype=np.int64)
-        mask = np.zeros((len(batch), width), dtype=np.float32)
-        for row, pieces in enumerate(batch):
-            n = len(pieces) + 2
-            ids[row, :n] = [self._cls_id, *pieces, self._sep_id]
-            mask[row, :n] = 1.0
+        ids, mask = self._model_inputs(batch)
+        width = ids.shape[1]
         x = (
             w["embeddings.word_embeddings.weight"][ids]
             + w["embeddings.position_embeddings.weight"][:width]
@@ -121,6 +116,4 @@ class Fp32MiniLM(LocalEmbedder):
                 w[p + "output.LayerNorm.weight"],
                 w[p + "output.LayerNorm.bias"],
             )
-        pooled = (x * mask[..., None]).sum(axis=1) / np.clip(mask.sum(axis=1)[:, None], 1e-9, None)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+        return mean_pooled(x, mask)

@@ -62,6 +62,15 @@ def _load_tokenizer(path: Path) -> tokenizers.Tokenizer:
     return tok
 
 
+def mean_pooled(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """sentence-transformers' pooling: the mean of the token states over the attention
+    mask, L2-normalised; float32 of shape (rows, dims)."""
+    weights = mask[..., None].astype(np.float32)
+    pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+    return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+
 class LocalEmbedder:
     """`Embedder` over the packaged all-MiniLM-L6-v2 int8 ONNX model (384 dims).
 
@@ -161,10 +170,9 @@ class LocalEmbedder:
                 ids[i] = piece_ids[:MAX_INPUT_TOKENS]
         return ids
 
-    def _run_batch(self, batch: list[list[int]]) -> np.ndarray:
-        """Pad, run the model, mean-pool over real tokens, L2-normalise: (len(batch), 384)."""
-        self.load()
-        assert self._session is not None
+    def _model_inputs(self, batch: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """[CLS] pieces [SEP] per row, padded to the longest: (input_ids, attention_mask),
+        both int64 of shape (len(batch), longest + 2)."""
         width = max(len(p) for p in batch) + 2
         input_ids = np.zeros((len(batch), width), dtype=np.int64)
         mask = np.zeros((len(batch), width), dtype=np.int64)
@@ -172,14 +180,17 @@ class LocalEmbedder:
             n = len(pieces) + 2
             input_ids[row, :n] = [self._cls_id, *pieces, self._sep_id]
             mask[row, :n] = 1
+        return input_ids, mask
+
+    def _run_batch(self, batch: list[list[int]]) -> np.ndarray:
+        """Pad, run the model, mean-pool over real tokens, L2-normalise: (len(batch), 384)."""
+        self.load()
+        assert self._session is not None
+        input_ids, mask = self._model_inputs(batch)
         feeds = {"input_ids": input_ids, "attention_mask": mask}
         if "token_type_ids" in self._input_names:
             feeds["token_type_ids"] = np.zeros_like(input_ids)
-        hidden = self._session.run(None, feeds)[0]
-        weights = mask[..., None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+        return mean_pooled(self._session.run(None, feeds)[0], mask)
 
     def _batches(self, ids: list[list[int]]) -> list[list[int]]:
         """Input indices grouped into batches of similar length (less padding)."""
