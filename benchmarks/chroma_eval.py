@@ -51,12 +51,14 @@ class Span:
 
 @dataclass(slots=True)
 class Scores:
-    """Mean recall / precision / IoU (fractions) overall and per corpus."""
+    """Mean recall / precision / IoU (fractions) overall and per corpus; `per_question`
+    keeps each question's (recall, precision, IoU), in question order, for intervals."""
 
     recall: float
     precision: float
     iou: float
     per_corpus: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+    per_question: list[tuple[float, float, float]] = field(default_factory=list)
 
 
 def load_corpora(corpora_dir: Path) -> dict[str, str]:
@@ -180,4 +182,4 @@ def evaluate(
             r, p, i = arr[mask].mean(axis=0)
             per_corpus[corpus_id] = (float(r), float(p), float(i))
     recall, precision, iou = arr.mean(axis=0)
-    return Scores(float(recall), float(precision), float(iou), per_corpus)
+    return Scores(float(recall), float(precision), float(iou), per_corpus, per_question)

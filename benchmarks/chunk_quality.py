@@ -6,8 +6,9 @@ per question by cosine similarity are scored with the report's character-range r
 precision and IoU (see `benchmarks.chroma_eval`). Scores are given for retrieval within the
 question's corpus (the brief's protocol) and over all corpora at once (the report's code).
 
-Chunkers: ours at 200 word pieces (the local model's tokenizer) — embedding `embedding_text`
-as indexing does, and content only as a diagnostic — ours at 200 cl100k tokens, ours at
+Chunkers: ours at 200 word pieces (the local model's tokenizer), embedding `embedding_text`
+as indexing does, titled (the corpus id as the note title) and untitled (the chunk alone, as
+the report embeds it); ours packed towards 120 tokens, at 200 cl100k tokens, at 160/180/
 250/300 word pieces; the in-run baseline RecursiveCharacterTextSplitter 200/0 with a
 tiktoken length function and the Chroma repo's separators (its RecursiveTokenChunker); and
 fixed 200-token cl100k windows (the report's TokenTextSplitter/FixedTokenChunker).
@@ -24,17 +25,24 @@ import itertools
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import structlog
 
-from benchmarks.chroma_eval import Question, Scores, Span, evaluate, load_corpora, load_questions
+from benchmarks.chroma_eval import Question, Span, evaluate, load_corpora, load_questions
+from benchmarks.chunk_quality_report import (
+    BASELINE,
+    OURS,
+    OURS_TARGET,
+    OURS_TARGET_UNTITLED,
+    OURS_UNTITLED,
+    Result,
+    render,
+)
 from benchmarks.common import (
     DATA_DIR,
     code_revision,
-    machine_note,
-    markdown_table,
     no_network,
     set_offline_env,
     shared_dir,
@@ -44,12 +52,6 @@ from benchmarks.common import (
 log = structlog.get_logger(__name__)
 
 CHROMA_SEPARATORS = ["\n\n", "\n", ".", "?", "!", " ", ""]
-PUBLISHED = [  # the report's all-MiniLM-L6-v2 rows used for comparison (recall, precision, IoU)
-    ("RecursiveCharacterTextSplitter 200/0 (published)", 75.7, 6.5, 6.5),
-    ("TokenTextSplitter 200/0 (published)", 76.6, 4.1, 4.1),
-    ("ClusterSemanticChunker 200 (published)", 75.2, 7.2, 7.2),
-]
-TARGET_RECALL, TARGET_IOU = 75.7, 6.5
 
 SpanMaker = Callable[[str, str], list[Span]]  # (corpus_id, corpus_text) -> spans
 
@@ -62,16 +64,6 @@ class ChunkerSpec:
     label: str
     factory: Callable[[], SpanMaker]  # built lazily: a chunker that fails to load skips alone
     truncate: bool
-
-
-@dataclass(slots=True)
-class Result:
-    """Scores of one chunker in both retrieval scopes plus its chunk-size profile."""
-
-    label: str
-    corpus: Scores
-    global_: Scores
-    sizes: dict[str, float]
 
 
 def locate_in_order(corpus: str, texts: list[str]) -> list[tuple[int, int]]:
@@ -93,10 +85,12 @@ def ours_spans(
     max_tokens: int,
     tokenizer: Any,
     max_input_tokens: int,
-    embed: Literal["embedding_text", "content"] = "embedding_text",
     target: int | None = None,
+    titled: bool = True,
 ) -> SpanMaker:
-    """Our chunker; the corpus id (underscores → spaces) is the note title."""
+    """Our chunker, embedding `embedding_text` as indexing does. `titled`: the corpus id
+    (underscores → spaces) is the note title, which starts every chunk's embedded text;
+    otherwise the title is empty and the embedded text is the chunk alone."""
     from api.services.chunking import MarkdownChunker
 
     chunker = MarkdownChunker(
@@ -107,15 +101,8 @@ def ours_spans(
     )
 
     def make(corpus_id: str, text: str) -> list[Span]:
-        chunks = chunker.chunk_note(text, corpus_id.replace("_", " "))
-        return [
-            Span(
-                c.start_offset,
-                c.end_offset,
-                c.embedding_text if embed == "embedding_text" else c.content_md,
-            )
-            for c in chunks
-        ]
+        chunks = chunker.chunk_note(text, corpus_id.replace("_", " ") if titled else "")
+        return [Span(c.start_offset, c.end_offset, c.embedding_text) for c in chunks]
 
     return make
 
@@ -230,13 +217,7 @@ def evaluate_chunker(
 
 
 # The float32 run is slow (numpy BERT): only the acceptance rows and the in-run baseline.
-FP32_LABELS = frozenset(
-    {
-        "ours 200 (MiniLM word pieces)",
-        "ours 200, target 120 (MiniLM word pieces)",
-        "RecursiveCharacterTextSplitter 200/0 (in-run)",
-    }
-)
+FP32_LABELS = frozenset({OURS, OURS_UNTITLED, OURS_TARGET, OURS_TARGET_UNTITLED, BASELINE})
 
 
 def default_specs(embedder: Any) -> list[ChunkerSpec]:
@@ -246,12 +227,8 @@ def default_specs(embedder: Any) -> list[ChunkerSpec]:
     local, limit = embedder.tokenizer, embedder.max_input_tokens
     cl100k = tiktoken_tokenizer("cl100k_base")
     return [
-        ChunkerSpec("ours 200 (MiniLM word pieces)", lambda: ours_spans(200, local, limit), False),
-        ChunkerSpec(
-            "ours 200, content only embedded",
-            lambda: ours_spans(200, local, limit, "content"),
-            False,
-        ),
+        ChunkerSpec(OURS, lambda: ours_spans(200, local, limit), False),
+        ChunkerSpec(OURS_UNTITLED, lambda: ours_spans(200, local, limit, titled=False), False),
         ChunkerSpec("ours 200 (cl100k)", lambda: ours_spans(200, cl100k, limit), True),
         ChunkerSpec("ours 250 (MiniLM word pieces)", lambda: ours_spans(250, local, limit), False),
         ChunkerSpec("ours 300 (MiniLM word pieces)", lambda: ours_spans(300, local, limit), False),
@@ -268,9 +245,10 @@ def default_specs(embedder: Any) -> list[ChunkerSpec]:
             False,
         ),
         # Same hard limit (200), split sections packed towards a smaller target size.
+        ChunkerSpec(OURS_TARGET, lambda: ours_spans(200, local, limit, target=120), False),
         ChunkerSpec(
-            "ours 200, target 120 (MiniLM word pieces)",
-            lambda: ours_spans(200, local, limit, target=120),
+            OURS_TARGET_UNTITLED,
+            lambda: ours_spans(200, local, limit, target=120, titled=False),
             False,
         ),
         ChunkerSpec(
@@ -278,185 +256,9 @@ def default_specs(embedder: Any) -> list[ChunkerSpec]:
             lambda: ours_spans(200, local, limit, target=140),
             False,
         ),
-        ChunkerSpec("RecursiveCharacterTextSplitter 200/0 (in-run)", recursive_token_spans, True),
+        ChunkerSpec(BASELINE, recursive_token_spans, True),
         ChunkerSpec("fixed 200-token cl100k windows (in-run)", fixed_token_spans, True),
     ]
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}"
-
-
-def render(
-    results: list[Result],
-    n_questions: int,
-    k: int,
-    network: list[str],
-    revision: str | None = None,
-    fp32: bool = False,
-) -> str:
-    """The `chunk_quality` section of BENCHMARKS.md (`revision`: the chunker's, at start)."""
-    revision = revision or code_revision("api/services/chunking")
-    rows: list[list[Any]] = []
-    for r in results:
-        z = r.sizes
-        rows.append(
-            [
-                r.label,
-                int(z["chunks"]),
-                f"{z['mean_tokens']:.0f} ({z['p10_tokens']:.0f}–{z['p90_tokens']:.0f})",
-                f"{100 * z['small_share']:.0f}%",
-                int(z["over_model_limit"]),
-                _pct(r.corpus.recall),
-                _pct(r.corpus.precision),
-                _pct(r.corpus.iou),
-                _pct(r.global_.recall),
-                _pct(r.global_.precision),
-                _pct(r.global_.iou),
-            ]
-        )
-    for label, rec, prec, iou in PUBLISHED:
-        rows.append([label, "", "", "", "", "", "", "", rec, prec, iou])
-    main = markdown_table(
-        [
-            "chunker",
-            "chunks",
-            "mean cl100k tokens (p10–p90)",
-            "< 50 tok",
-            "truncated",
-            "recall",
-            "precision",
-            "IoU",
-            "recall (all corpora)",
-            "precision (all)",
-            "IoU (all)",
-        ],
-        rows,
-    )
-    corpora = list(results[0].corpus.per_corpus) if results else []
-    per_corpus = markdown_table(
-        ["chunker (recall / IoU, own-corpus retrieval)", *corpora],
-        [
-            [
-                r.label,
-                *(
-                    f"{_pct(r.corpus.per_corpus[c][0])} / {_pct(r.corpus.per_corpus[c][2])}"
-                    for c in corpora
-                ),
-            ]
-            for r in results
-        ],
-    )
-    model = (
-        "the report's own model: all-MiniLM-L6-v2 float32 weights (`benchmarks/minilm_fp32.py`,"
-        " numpy; cosine agreement with the int8 model ≈ 0.9994)"
-        if fp32
-        else "local embedder (all-MiniLM-L6-v2 int8 ONNX)"
-    )
-    lines = [
-        "## Chunk retrieval quality (Chroma evaluation" + (", float32 model)" if fp32 else ")"),
-        "",
-        "Reproduce: `.venv/bin/python -m benchmarks.chunk_quality"
-        + (" --fp32" if fp32 else "")
-        + "` (embeddings cached in `benchmarks/.data/`).",
-        "",
-        machine_note() + f" Chunker at {revision}.",
-        "",
-        f"{n_questions} questions, top {k} chunks by cosine similarity, {model}. "
-        "Metrics in % on character ranges as in the report "
-        "(precision over Σ|retrieved|). *recall/precision/IoU*: candidates restricted to the "
-        "question's corpus; *(all corpora)*: one index over all five corpora, as the report's "
-        "code does — the published rows are of that kind. *truncated*: chunks whose embedded "
-        "text exceeds the model's 254 word pieces (the model would cut them). Published rows "
-        "used sentence-transformers fp32 with Chroma's HNSW index; ours uses exact search.",
-        "",
-        main,
-        "",
-        per_corpus,
-        "",
-        *acceptance_lines(results),
-        "",
-        f"Network attempts during the run: {len(network)}.",
-    ]
-    return "\n".join(lines)
-
-
-def acceptance_lines(results: list[Result]) -> list[str]:
-    """The acceptance verdict for ours at ~200 tokens, plus automatic diagnostics."""
-    by = {r.label: r for r in results}
-    ours = by.get("ours 200 (MiniLM word pieces)")
-    if ours is None:
-        return []
-    out = []
-    candidates = [("ours 200 (default packing)", ours)]
-    aimed = by.get("ours 200, target 120 (MiniLM word pieces)")
-    if aimed is not None:
-        candidates.append(("ours 200 with CHUNKING_TARGET_TOKENS=120", aimed))
-    for name, res in candidates:
-        for scope, sc in (("own-corpus", res.corpus), ("all-corpora", res.global_)):
-            ok = 100 * sc.recall >= TARGET_RECALL and 100 * sc.iou >= TARGET_IOU
-            out.append(
-                f"- Acceptance ({scope} retrieval): {name} recall {_pct(sc.recall)} "
-                f"(target ≥ {TARGET_RECALL}), IoU {_pct(sc.iou)} (target ≥ {TARGET_IOU}) → "
-                f"**{'PASS' if ok else 'FAIL'}**."
-            )
-    content = by.get("ours 200, content only embedded")
-    if content is not None:
-        out.append(
-            f"- Breadcrumb effect (embedding_text vs content only, own-corpus): recall "
-            f"{_pct(ours.corpus.recall)} vs {_pct(content.corpus.recall)}, IoU "
-            f"{_pct(ours.corpus.iou)} vs {_pct(content.corpus.iou)}."
-        )
-    base = by.get("RecursiveCharacterTextSplitter 200/0 (in-run)")
-    matched = by.get("ours 180 (MiniLM, size-matched to baseline)")
-    if base is not None:
-        _, pub_recall, _, pub_iou = PUBLISHED[0]
-        out.append(
-            f"- Reproduction: the in-run baseline (same algorithm as the published "
-            f"RecursiveCharacterTextSplitter 200/0 row) scores recall "
-            f"{_pct(base.global_.recall)} vs {pub_recall}, IoU {_pct(base.global_.iou)} vs "
-            f"{pub_iou} (all corpora)."
-        )
-    if base is not None:
-        out.append(
-            f"- Chunk size: ours 200 has {ours.sizes['chunks']:.0f} chunks of mean "
-            f"{ours.sizes['mean_tokens']:.0f} cl100k tokens ({100 * ours.sizes['small_share']:.0f}%"
-            f" under 50) vs the in-run baseline's {base.sizes['chunks']:.0f} of mean "
-            f"{base.sizes['mean_tokens']:.0f} ({100 * base.sizes['small_share']:.0f}% under 50); "
-            f"in-run baseline recall {_pct(base.corpus.recall)}, IoU {_pct(base.corpus.iou)}."
-        )
-    if base is not None and matched is not None:
-        out.append(
-            f"- At equal chunk size (ours 180 word pieces: {matched.sizes['chunks']:.0f} chunks,"
-            f" mean {matched.sizes['mean_tokens']:.0f}): recall {_pct(matched.corpus.recall)} vs "
-            f"{_pct(base.corpus.recall)}, IoU {_pct(matched.corpus.iou)} vs "
-            f"{_pct(base.corpus.iou)} (own-corpus); all corpora: recall "
-            f"{_pct(matched.global_.recall)} vs {_pct(base.global_.recall)}, IoU "
-            f"{_pct(matched.global_.iou)} vs {_pct(base.global_.iou)}."
-        )
-    sweep = sorted(
-        (int(r.label.split()[1]), r)
-        for r in results
-        if r.label.startswith("ours ") and "MiniLM" in r.label and "target" not in r.label
-    )
-    if len(sweep) > 1:
-        both = [
-            size
-            for size, r in sweep
-            if 100 * r.corpus.recall >= TARGET_RECALL and 100 * r.corpus.iou >= TARGET_IOU
-        ]
-        out.append(
-            "- Chunk-size trade-off, ours (own-corpus recall / IoU): "
-            + "; ".join(
-                f"{size}: {_pct(r.corpus.recall)} / {_pct(r.corpus.iou)}" for size, r in sweep
-            )
-            + (
-                f" → sizes meeting both targets: {both}."
-                if both
-                else " → no measured size meets both targets."
-            )
-        )
-    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -497,9 +299,11 @@ def main(argv: list[str] | None = None) -> None:
             results.append(
                 evaluate_chunker(spec, corpora, questions, qvecs, embedder, count, k=args.k)
             )
+            done = results[-1]
             print(
-                f"{spec.label}: recall {_pct(results[-1].corpus.recall)} "
-                f"IoU {_pct(results[-1].corpus.iou)}",
+                f"{spec.label}: recall {100 * done.corpus.recall:.1f} "
+                f"IoU {100 * done.corpus.iou:.1f} (own corpus), "
+                f"{100 * done.global_.recall:.1f} / {100 * done.global_.iou:.1f} (all corpora)",
                 flush=True,
             )
     report = render(results, len(questions), args.k, attempts, revision, fp32=args.fp32)

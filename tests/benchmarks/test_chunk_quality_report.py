@@ -1,0 +1,88 @@
+"""The chunk-quality report's verdicts and intervals, on hand-made per-question scores."""
+
+from __future__ import annotations
+
+import re
+
+from benchmarks.chroma_eval import Scores
+from benchmarks.chunk_quality_report import (
+    BASELINE,
+    OURS,
+    OURS_TARGET_UNTITLED,
+    OURS_UNTITLED,
+    Result,
+    acceptance_lines,
+    render,
+)
+
+SIZES = {
+    "chunks": 10,
+    "mean_tokens": 120.0,
+    "p10_tokens": 80.0,
+    "p90_tokens": 160.0,
+    "small_share": 0.0,
+    "over_model_limit": 0,
+}
+
+
+def _scores(rows: list[tuple[float, float, float]]) -> Scores:
+    n = len(rows)
+    recall, precision, iou = (sum(r[i] for r in rows) / n for i in range(3))
+    return Scores(recall, precision, iou, {"c": (recall, precision, iou)}, rows)
+
+
+def _result(label: str, rows: list[tuple[float, float, float]]) -> Result:
+    scores = _scores(rows)
+    return Result(label, scores, scores, dict(SIZES))
+
+
+def _line(lines: list[str], *needles: str) -> str:
+    found = [ln for ln in lines if all(n in ln for n in needles)]
+    assert len(found) == 1, (needles, lines)
+    return found[0]
+
+
+def test_verdicts_use_both_targets_and_carry_intervals() -> None:
+    # 40 questions: recall 0.75 or 0.77 (mean 0.76), IoU 0.06 or 0.08 (mean 0.07) → PASS.
+    passing = [(0.75, 0.07, 0.06), (0.77, 0.07, 0.08)] * 20
+    # Same recall, IoU mean 0.06 → FAIL on IoU alone.
+    iou_short = [(0.75, 0.06, 0.05), (0.77, 0.06, 0.07)] * 20
+    lines = acceptance_lines([_result(OURS, passing), _result(OURS_UNTITLED, iou_short)])
+    ok = _line(lines, "all-corpora", "default packing), titled")
+    assert ok.endswith("**PASS**.") and "titled: recall 76.0 (95 % CI " in ok and "IoU 7.0" in ok
+    lo, hi = (
+        float(x)
+        for x in re.search(
+            r"recall 76\.0 \(95 % CI ([\d.]+)–([\d.]+); target ≥ 75\.7\)", ok
+        ).groups()
+    )
+    assert 75.0 < lo < 76.0 < hi < 77.0  # the interval brackets the mean, inside the data
+    assert _line(lines, "all-corpora", "untitled").endswith("**FAIL**.")
+    assert "Title effect" in _line(lines, "Title effect") and "IoU 7.0 vs 6.0" in lines[-1]
+
+
+def test_paired_difference_against_the_in_run_baseline() -> None:
+    base = [(0.70, 0.05, 0.05), (0.80, 0.05, 0.06)] * 10
+    # Better by exactly 2 recall points and 1 IoU point on every question: a zero-width
+    # interval; the titled default is 1 point worse on recall on every question.
+    ours = [(r + 0.02, p, i + 0.01) for r, p, i in base]
+    worse = [(r - 0.01, p, i) for r, p, i in base]
+    lines = acceptance_lines(
+        [
+            _result(OURS, worse),
+            _result(OURS_TARGET_UNTITLED, ours),
+            _result(BASELINE, base),
+        ]
+    )
+    diff = _line(lines, "Ours minus the in-run baseline on the same 20 questions")
+    assert "CHUNKING_TARGET_TOKENS=120, untitled: recall +2.0 (+2.0 to +2.0), IoU +1.0" in diff
+    assert "(default packing), titled: recall -1.0 (-1.0 to -1.0), IoU +0.0" in diff
+    assert "Reproduction" in _line(lines, "in-run baseline (same algorithm")
+
+
+def test_render_has_every_row_and_the_published_ones() -> None:
+    rows = [(0.75, 0.07, 0.06), (0.77, 0.07, 0.08)] * 5
+    text = render([_result(OURS, rows), _result(BASELINE, rows)], 10, 5, [], revision="abc")
+    assert f"| {OURS} | 10 | 120 (80–160) | 0% | 0 | 76.0 | 7.0 | 7.0 |" in text
+    assert "| RecursiveCharacterTextSplitter 200/0 (published) |" in text
+    assert "*untitled*: empty title" in text and "Chunker at abc." in text
