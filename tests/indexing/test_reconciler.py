@@ -7,6 +7,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
+from api.indexing import worker
 from api.services.chunking import get_chunker
 from tests.conftest import Api, running_app
 from tests.helpers import RecordingEmbedder, paragraph, sectioned_note, wait_indexed
@@ -297,10 +300,20 @@ async def test_old_version_is_evicted_even_when_the_database_blips_after_the_com
     assert docs and {d["note_version"] for d in docs} == {2}
 
 
-async def test_maintenance_finishes_an_eviction_a_dead_worker_left(api: Api) -> None:
+async def test_maintenance_finishes_an_eviction_a_dead_worker_left(
+    make_settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A worker killed between a swap's commit and deleting the old version leaves the old
     chunks behind; the note keeps `evict_pending` and the maintenance sweep deletes them
     (the crash test saw such leftovers when the kill landed in that window)."""
+    # Only the sweep called below may run: the background one (every 30 s, so at some point
+    # of a slow run) could otherwise delete the leftovers first and leave it nothing to do.
+    monkeypatch.setattr(worker, "MAINTENANCE_EVERY_S", 3600.0)
+    async with running_app(make_settings()) as api:
+        await _dead_worker_eviction(api)
+
+
+async def _dead_worker_eviction(api: Api) -> None:
     h = await api.new_user()
     note = await create(api, h, sectioned_note(4, seed=7))
     await wait_indexed(api, h, note["id"])
