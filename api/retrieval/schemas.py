@@ -5,12 +5,30 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+)
 
 from api.retrieval.models import NoteResult, SearchFilters
 from api.schemas import NON_BLANK
 
 NoteIdStr = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{24}$")]
+
+
+def _not_a_number(value: object) -> object:
+    """Reject JSON numbers for an instant: pydantic would read them as Unix times, which the
+    documented schema (a date-time string) does not allow and a client rarely means."""
+    if isinstance(value, int | float):  # bool is an int too
+        raise ValueError("expected an ISO 8601 date-time string, e.g. 2026-01-31T00:00:00Z")
+    return value
+
+
+DateTimeStr = Annotated[datetime, BeforeValidator(_not_a_number)]
 
 
 class FiltersIn(BaseModel):
@@ -20,7 +38,7 @@ class FiltersIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     tags: list[str] | None = Field(None, max_length=100)
     note_ids: list[NoteIdStr] | None = Field(None, max_length=1000)
-    updated_after: datetime | None = None
+    updated_after: DateTimeStr | None = None
 
     @field_validator("note_ids")
     @classmethod

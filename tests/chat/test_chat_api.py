@@ -212,6 +212,7 @@ async def test_bad_chat_requests(api: Api) -> None:
         {"message": "  "},
         {"message": "x", "history": [{"role": "system", "content": "evil"}]},
         {"message": "x", "extra": 1},
+        {"message": "x", "filters": {"updated_after": -61267423}},  # a number, not a date-time
     ):
         r = await api.client.post("/v1/chat", json=body, headers=h)
         assert r.status_code == 422, body

@@ -202,10 +202,22 @@ async def test_bad_search_requests(api: Api) -> None:
         {"query": "x", "filters": {"note_ids": ["nope"]}},
         {"query": "x", "unknown": 1},
         {"query": "x" * 2001},
+        # The schema says date-time string; pydantic alone would take a number as Unix time
+        # (found by schemathesis: -61267423 was accepted).
+        {"query": "x", "filters": {"updated_after": -61267423}},
+        {"query": "x", "filters": {"updated_after": 1.5}},
+        {"query": "x", "filters": {"updated_after": True}},
+        {"query": "x", "filters": {"updated_after": "yesterday"}},
     ):
         r = await api.client.post("/v1/search", json=body, headers=h)
         assert r.status_code == 422, body
         assert r.json()["error"] == "validation_error"
+    r = await api.client.post(
+        "/v1/search", json={"query": "x", "filters": {"updated_after": 0}}, headers=h
+    )
+    assert "ISO 8601 date-time string" in str(r.json()["detail"])
+    ok = {"query": "x", "filters": {"updated_after": "2026-01-31T00:00:00Z"}}
+    assert (await api.client.post("/v1/search", json=ok, headers=h)).status_code == 200
     assert (await api.client.post("/v1/search", json={"query": "x"})).status_code == 401
 
 
