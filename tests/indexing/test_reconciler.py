@@ -320,16 +320,24 @@ async def _dead_worker_eviction(api: Api) -> None:
     reconciler = api.container.indexing.reconciler
     real_evict, real_clear = reconciler._evict, reconciler.queue.clear_eviction
 
+    run_over = asyncio.Event()
+
     async def killed(*_: Any, **__: Any) -> None:  # the process died here
         return None
 
+    async def killed_last_step(*_: Any, **__: Any) -> None:  # ...and this was the run's end
+        run_over.set()
+
     reconciler._evict = killed  # type: ignore[method-assign]
-    reconciler.queue.clear_eviction = killed  # type: ignore[method-assign]
+    reconciler.queue.clear_eviction = killed_last_step  # type: ignore[method-assign]
     r = await api.client.patch(
         f"/v1/notes/{note['id']}", json={"content_md": sectioned_note(4, seed=8)}, headers=h
     )
     assert r.json()["version"] == 2
     await wait_indexed(api, h, note["id"])
+    # wait_indexed sees the commit, which comes before the eviction: restoring the real
+    # methods any earlier would let this very run evict with them (a flake seen in CI).
+    await asyncio.wait_for(run_over.wait(), 30)
     reconciler._evict, reconciler.queue.clear_eviction = real_evict, real_clear  # type: ignore[method-assign]
     left = await api.container.db.note_chunks.distinct("note_version")
     assert sorted(left) == [1, 2]
