@@ -270,7 +270,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--fp32",
         action="store_true",
-        help="embed with the float32 model (needs `make bench`); ours 200 and the baseline",
+        help="embed with the float32 model (needs `make bench`): the acceptance rows and the "
+        "in-run baseline only",
     )
     args = parser.parse_args(argv)
 
