@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field
 
 # Patterns are checked twice: by pydantic (Rust regex, where \s is Unicode White_Space) and
 # by every client that reads the OpenAPI schema (ECMAScript regex, where \s is a different
@@ -17,6 +17,18 @@ CONTROL = r"\u0000-\u001f\u007f"
 NON_BLANK = rf"[^{WHITESPACE}]"  # patterns are unanchored: "contains a visible character"
 # A single line: no control characters, at least one visible character.
 TEXT_PATTERN = rf"^[^{CONTROL}]*[^{WHITESPACE}{CONTROL}][^{CONTROL}]*$"
+
+
+def _json_integer(value: object) -> object:
+    """Reject strings and booleans where the schema says integer: pydantic's lax mode reads
+    "5" and true as numbers, which no client following the documented schema sends."""
+    if isinstance(value, str | bool):
+        raise ValueError("expected a JSON integer")
+    return value
+
+
+# A request-body integer as the schema documents it (5 or 5.0, never "5" or true).
+JsonInt = Annotated[int, BeforeValidator(_json_integer)]
 
 
 class ErrorBody(BaseModel):

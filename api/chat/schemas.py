@@ -48,7 +48,8 @@ class ChatRequest(BaseModel):
     message: str = Field(min_length=1, max_length=8000, pattern=NON_BLANK)
     history: list[HistoryMessage] = Field(default_factory=list, max_length=20)
     filters: FiltersIn | None = None
-    stream: bool = False
+    # Strict: only JSON true/false (lax mode would read "yes", "on" or 1 as true).
+    stream: bool = Field(False, strict=True)
 
     _message = field_validator("message")(lambda v: _unicode(v))
 

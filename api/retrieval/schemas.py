@@ -15,7 +15,7 @@ from pydantic import (
 )
 
 from api.retrieval.models import NoteResult, SearchFilters
-from api.schemas import NON_BLANK
+from api.schemas import NON_BLANK, JsonInt
 
 NoteIdStr = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{24}$")]
 
@@ -76,8 +76,8 @@ class SearchRequest(BaseModel):
         },
     )
     query: str = Field(min_length=1, max_length=2000, pattern=NON_BLANK)
-    limit: int = Field(5, ge=1, le=50, description="Notes to return")
-    chunks_per_note: int = Field(3, ge=1, le=20, description="Matching sections per note")
+    limit: JsonInt = Field(5, ge=1, le=50, description="Notes to return")
+    chunks_per_note: JsonInt = Field(3, ge=1, le=20, description="Matching sections per note")
     mode: Literal["hybrid", "vector", "keyword"] = "hybrid"
     filters: FiltersIn | None = None
 

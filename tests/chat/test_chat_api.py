@@ -213,6 +213,9 @@ async def test_bad_chat_requests(api: Api) -> None:
         {"message": "x", "history": [{"role": "system", "content": "evil"}]},
         {"message": "x", "extra": 1},
         {"message": "x", "filters": {"updated_after": -61267423}},  # a number, not a date-time
+        {"message": "x", "stream": "yes"},  # booleans are JSON true/false only
+        {"message": "x", "stream": 1},
+        {"message": "x", "stream": "false"},
     ):
         r = await api.client.post("/v1/chat", json=body, headers=h)
         assert r.status_code == 422, body

@@ -208,6 +208,12 @@ async def test_bad_search_requests(api: Api) -> None:
         {"query": "x", "filters": {"updated_after": 1.5}},
         {"query": "x", "filters": {"updated_after": True}},
         {"query": "x", "filters": {"updated_after": "yesterday"}},
+        # Integers are JSON integers: pydantic alone reads "5" and true as 5 and 1.
+        {"query": "x", "limit": "5"},
+        {"query": "x", "limit": True},
+        {"query": "x", "limit": 2.5},
+        {"query": "x", "chunks_per_note": "2"},
+        {"query": "x", "chunks_per_note": False},
     ):
         r = await api.client.post("/v1/search", json=body, headers=h)
         assert r.status_code == 422, body
@@ -216,6 +222,10 @@ async def test_bad_search_requests(api: Api) -> None:
         "/v1/search", json={"query": "x", "filters": {"updated_after": 0}}, headers=h
     )
     assert "ISO 8601 date-time string" in str(r.json()["detail"])
+    r = await api.client.post("/v1/search", json={"query": "x", "limit": "5"}, headers=h)
+    assert "expected a JSON integer" in str(r.json()["detail"])
+    whole = {"query": "x", "limit": 5.0, "chunks_per_note": 2}  # 5.0 is an integer in JSON
+    assert (await api.client.post("/v1/search", json=whole, headers=h)).status_code == 200
     ok = {"query": "x", "filters": {"updated_after": "2026-01-31T00:00:00Z"}}
     assert (await api.client.post("/v1/search", json=ok, headers=h)).status_code == 200
     assert (await api.client.post("/v1/search", json={"query": "x"})).status_code == 401
