@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -30,7 +29,8 @@ from api import observability as obs
 from api.db.client import is_unavailable
 from api.indexing.cache_repository import EmbeddingCacheRepository
 from api.indexing.chunks_repository import ChunksRepository
-from api.indexing.vectors import from_bson_vector, to_bson_vector
+from api.indexing.records import backoff_seconds, chunk_document, index_fields, index_stats
+from api.indexing.vectors import to_bson_vector
 from api.notes.queue import IndexQueue
 from connectors.embeddings.base import EmbeddingError
 
@@ -54,14 +54,6 @@ class IndexOutcome:
     status: str  # indexed | pending | failed | lost_lease
     stats: dict[str, Any] | None = None
     error: str | None = None
-
-
-def backoff_seconds(
-    attempt: int, base: float, cap: float, rng: random.Random | None = None
-) -> float:
-    """Exponential backoff with "equal jitter": half fixed, half random, capped."""
-    ceiling = min(cap, base * (2 ** max(0, attempt - 1)))
-    return ceiling / 2 + (rng or random).uniform(0, ceiling / 2)
 
 
 class Reconciler:
@@ -216,13 +208,18 @@ class Reconciler:
             # or a no-op re-index): keep the chunks, refresh the denormalised tags.
             if any(d.get("tags") != note.get("tags") for d in current):
                 await self.chunks.set_tags(note_id, version, list(note.get("tags") or []))
-            stats = self._stats(len(chunks), 0, 0, started)
+            stats = index_stats(len(chunks), 0, 0, started)
             return await self._complete(note, token, version, chunks, stats, written=0)
 
         vectors, embedded, tokens = await self._vectors_for(note, chunks, existing)
         now = datetime.now(UTC)
-        docs = [self._chunk_doc(note, version, c, vectors[c.content_hash], now) for c in chunks]
-        stats = self._stats(len(chunks), embedded, tokens, started)
+        docs = [
+            chunk_document(
+                note, version, c, vectors[c.content_hash], model_key=self.model_key, now=now
+            )
+            for c in chunks
+        ]
+        stats = index_stats(len(chunks), embedded, tokens, started)
 
         if current_version == version:
             return await self._swap_same_version(
@@ -275,53 +272,6 @@ class Reconciler:
             found[h] = to_bson_vector(vec)
         return found, len(order), int(batch.tokens)
 
-    def _chunk_doc(
-        self, note: dict[str, Any], version: int, chunk: Any, vector: Any, now: datetime
-    ) -> dict[str, Any]:
-        return {
-            "note_id": note["_id"],
-            "author_id": note["author_id"],
-            "tags": list(note.get("tags") or []),
-            "note_version": version,
-            "chunk_index": chunk.chunk_index,
-            "total_chunks": chunk.total_chunks,
-            "chunk_position": chunk.chunk_position,
-            "heading_path": list(chunk.heading_path),
-            "section_path": chunk.section_path,
-            "chunk_type": chunk.chunk_type,
-            "content_md": chunk.content_md,
-            "start_offset": chunk.start_offset,
-            "end_offset": chunk.end_offset,
-            "token_count": chunk.token_count,
-            "content_hash": chunk.content_hash,
-            "metadata": dict(chunk.metadata or {}),
-            "embedding": vector,
-            "embedding_model": self.model_key,
-            "created_at": now,
-        }
-
-    def _stats(self, n: int, embedded: int, tokens: int, started: float) -> dict[str, Any]:
-        return {
-            "chunks": n,
-            "embedded": embedded,
-            "reused": n - embedded,
-            "tokens_embedded": tokens,
-            "duration_ms": round((time.perf_counter() - started) * 1000, 2),
-        }
-
-    def _index_fields(
-        self, version: int | None, chunks: list[Any], stats: dict[str, Any]
-    ) -> dict[str, Any]:
-        return {
-            "indexed_version": version,
-            "chunk_count": len(chunks),
-            "chunking_strategy": self.chunker.strategy,
-            "chunking_version": self.chunker.version,
-            "embedding_model": self.model_key,
-            "last_chunked_at": datetime.now(UTC),
-            "last_index_stats": stats,
-        }
-
     async def _complete(
         self,
         note: dict[str, Any],
@@ -335,7 +285,14 @@ class Reconciler:
         evict: bool = False,
     ) -> dict[str, Any] | None:
         now = datetime.now(UTC)
-        fields = self._index_fields(version, chunks, stats)
+        fields = index_fields(
+            version,
+            len(chunks),
+            stats,
+            strategy=self.chunker.strategy,
+            chunking_version=self.chunker.version,
+            model_key=self.model_key,
+        )
         if evict:  # cleared once the old versions are gone (the sweep finishes it otherwise)
             fields["evict_pending"] = True
         updated = await self.queue.complete(
@@ -444,14 +401,9 @@ class Reconciler:
     ) -> dict[str, Any] | None:
         """A trashed note: its chunks leave the index (vectors kept in the cache)."""
         existing = await self.chunks.for_note(note["_id"], with_vectors=True)
-        stats = self._stats(0, 0, 0, started)
+        stats = index_stats(0, 0, 0, started)
         done = await self._complete(note, token, None, [], stats, written=0)
         if done is not None:
             await self._cache_evicted(existing, keep=set())
             await self.chunks.delete_for_note(note["_id"])
         return done
-
-
-def vector_of(doc: dict[str, Any]) -> np.ndarray:
-    """A stored chunk's embedding as float32 (helper for search indexes)."""
-    return from_bson_vector(doc["embedding"])

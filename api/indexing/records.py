@@ -1,0 +1,87 @@
+"""What the reconciler writes, built without I/O: chunk documents, index fields, stats, and
+the retry back-off. Kept apart from the reconciler so each rule is tested directly."""
+
+from __future__ import annotations
+
+import random
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from api.services.chunking import MarkdownChunk
+
+
+def backoff_seconds(
+    attempt: int, base: float, cap: float, rng: random.Random | None = None
+) -> float:
+    """Exponential backoff with "equal jitter": half fixed, half random, capped."""
+    ceiling = min(cap, base * (2 ** max(0, attempt - 1)))
+    return ceiling / 2 + (rng or random).uniform(0, ceiling / 2)
+
+
+def chunk_document(
+    note: dict[str, Any],
+    version: int,
+    chunk: MarkdownChunk,
+    vector: Any,
+    *,
+    model_key: str,
+    now: datetime,
+) -> dict[str, Any]:
+    """One `note_chunks` document: the chunk, its note's owner and tags (denormalised so
+    search filters need no join), and the embedding with the model that made it."""
+    return {
+        "note_id": note["_id"],
+        "author_id": note["author_id"],
+        "tags": list(note.get("tags") or []),
+        "note_version": version,
+        "chunk_index": chunk.chunk_index,
+        "total_chunks": chunk.total_chunks,
+        "chunk_position": chunk.chunk_position,
+        "heading_path": list(chunk.heading_path),
+        "section_path": chunk.section_path,
+        "chunk_type": chunk.chunk_type,
+        "content_md": chunk.content_md,
+        "start_offset": chunk.start_offset,
+        "end_offset": chunk.end_offset,
+        "token_count": chunk.token_count,
+        "content_hash": chunk.content_hash,
+        "metadata": dict(chunk.metadata or {}),
+        "embedding": vector,
+        "embedding_model": model_key,
+        "created_at": now,
+    }
+
+
+def index_stats(chunks: int, embedded: int, tokens: int, started: float) -> dict[str, Any]:
+    """The run's `last_index_stats`: chunks not embedded were reused; `started` is a
+    `time.perf_counter()` reading."""
+    return {
+        "chunks": chunks,
+        "embedded": embedded,
+        "reused": chunks - embedded,
+        "tokens_embedded": tokens,
+        "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+    }
+
+
+def index_fields(
+    version: int | None,
+    chunk_count: int,
+    stats: dict[str, Any],
+    *,
+    strategy: str,
+    chunking_version: str,
+    model_key: str,
+) -> dict[str, Any]:
+    """The note fields an index run sets with its commit (`version` None: nothing indexed,
+    as for a trashed note)."""
+    return {
+        "indexed_version": version,
+        "chunk_count": chunk_count,
+        "chunking_strategy": strategy,
+        "chunking_version": chunking_version,
+        "embedding_model": model_key,
+        "last_chunked_at": datetime.now(UTC),
+        "last_index_stats": stats,
+    }
