@@ -36,15 +36,21 @@ def _clean_title(value: str) -> str:
 
 
 def _clean_tags(tags: list[str]) -> list[str]:
-    seen: dict[str, None] = {}
+    # Returned as sent: the configured count and length limits (the service's) apply to
+    # the array the client sent, as the OpenAPI document states them; `normalize_tags`
+    # trims and de-duplicates afterwards.
     for tag in tags:
         tag = _utf8_clean(tag, "tag").strip()
         if not tag:
             raise ValueError("tags must not be empty or blank")
         if any(ord(c) < 32 for c in tag):
             raise ValueError("tags must not contain control characters")
-        seen.setdefault(tag, None)
-    return list(seen)
+    return tags
+
+
+def normalize_tags(tags: list[str]) -> list[str]:
+    """Tags as stored: trimmed, duplicates dropped, first occurrence's order kept."""
+    return list(dict.fromkeys(tag.strip() for tag in tags))
 
 
 class NoteCreate(BaseModel):

@@ -13,7 +13,7 @@ from bson import ObjectId
 
 from api.errors import BadRequest, NotFound, PayloadTooLarge, PreconditionFailed, ValidationFailed
 from api.indexing.chunks_repository import ChunksRepository
-from api.notes.models import NoteCreate, NotePatch
+from api.notes.models import NoteCreate, NotePatch, normalize_tags
 from api.notes.repository import NotesRepository, pending_fields
 from api.users.models import User
 from api.users.service import parse_object_id
@@ -100,6 +100,7 @@ class NotesService:
         return "pending" if self._chunking_enabled else "disabled"
 
     def _check_limits(self, content_md: str | None, tags: list[str] | None) -> None:
+        """The configured limits, on the values as sent (before tags are normalised)."""
         if content_md is not None:
             size = len(content_md.encode("utf-8"))
             if size > self._max_note_bytes:
@@ -133,11 +134,12 @@ class NotesService:
         """Store a new note (version 1) and queue it for indexing."""
         self._check_limits(data.content_md, data.tags)
         now = datetime.now(UTC)
+        tags = normalize_tags(data.tags)
         doc: dict[str, Any] = {
             "author_id": user.id,
             "title": data.title,
             "content_md": data.content_md,
-            "tags": data.tags,
+            "tags": tags,
             "status": "active",
             "version": 1,
             "created_at": now,
@@ -185,6 +187,8 @@ class NotesService:
                 "nothing to update: send at least one of title, content_md, tags"
             )
         self._check_limits(changes.get("content_md"), changes.get("tags"))
+        if "tags" in changes:
+            changes["tags"] = normalize_tags(changes["tags"])
         doc = await self._repo.patch(
             oid,
             user.id,

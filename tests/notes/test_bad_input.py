@@ -40,6 +40,10 @@ CREATE_CASES = [
     ("content over limit", {**NOTE, "content_md": "é" * 501}, 413, "note_too_large"),
     ("too many tags", {**NOTE, "tags": [f"t{i}" for i in range(6)]}, 422, "validation_error"),
     ("tag too long", {**NOTE, "tags": ["x" * 21]}, 422, "validation_error"),
+    # Limits apply to the array as sent, as the OpenAPI document states them (maxItems,
+    # maxLength); schemathesis found 55 tags with duplicates accepted under maxItems 50.
+    ("too many tags with duplicates", {**NOTE, "tags": [*"abcde", "a"]}, 422, "validation_error"),
+    ("tag too long before trimming", {**NOTE, "tags": [" " + "x" * 20]}, 422, "validation_error"),
     ("blank tag", {**NOTE, "tags": [" "]}, 422, "validation_error"),
     ("wrong type", {**NOTE, "tags": "ops"}, 422, "validation_error"),
     ("null title", {**NOTE, "title": None}, 422, "validation_error"),
@@ -88,6 +92,7 @@ PATCH_CASES = [
     ("empty title", {"title": ""}, 422),
     ("content over limit", {"content_md": "x" * 1001}, 413),
     ("too many tags", {"tags": list("abcdef")}, 422),
+    ("too many tags with duplicates", {"tags": list("abcdea")}, 422),
 ]
 
 
