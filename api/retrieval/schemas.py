@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -20,15 +21,25 @@ from api.schemas import NON_BLANK, JsonInt
 NoteIdStr = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{24}$")]
 
 
-def _not_a_number(value: object) -> object:
-    """Reject JSON numbers for an instant: pydantic would read them as Unix times, which the
-    documented schema (a date-time string) does not allow and a client rarely means."""
-    if isinstance(value, int | float):  # bool is an int too
-        raise ValueError("expected an ISO 8601 date-time string, e.g. 2026-01-31T00:00:00Z")
+# RFC 3339 date-time, what the schema's `format: date-time` means: a date, a time and an
+# offset. pydantic alone also reads numbers and numeric strings ("6") as Unix times and a
+# bare date or an offset-less time as naive, none of which the documented format allows.
+_RFC3339 = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})", re.ASCII
+)
+
+
+def _rfc3339(value: object) -> object:
+    """Accept only an RFC 3339 date-time string; pydantic then checks the values."""
+    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
+        raise ValueError(
+            "expected an ISO 8601 date-time string with a UTC offset (RFC 3339), "
+            "e.g. 2026-01-31T00:00:00Z"
+        )
     return value
 
 
-DateTimeStr = Annotated[datetime, BeforeValidator(_not_a_number)]
+DateTimeStr = Annotated[datetime, BeforeValidator(_rfc3339)]
 
 
 class FiltersIn(BaseModel):
