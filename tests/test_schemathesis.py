@@ -14,6 +14,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
+from schemathesis.core.parameters import ParameterLocation
 from schemathesis.generation import GenerationMode
 from schemathesis.specs.openapi.checks import negative_data_rejection
 
@@ -63,7 +64,7 @@ def removes_authorization(case: Any) -> bool:
     mutations = getattr(data, "mutations", None) or ()
     return any(
         getattr(m, "parameter", None) == "Authorization"
-        and str(getattr(m, "parameter_location", "")).lower().endswith("header")
+        and getattr(m, "parameter_location", None) is ParameterLocation.HEADER
         for m in mutations
     )
 
