@@ -2,10 +2,13 @@
 confirmation pass over what looked wrong.
 
 The scan merges two server-sorted cursors (notes by `_id`, chunks by `note_id`), so it holds
-one note's chunks at a time. The database is live while it runs: a worker may flip a note's
-indexed version between our read of the note and our read of its chunks. Everything the scan
-flags is therefore re-read (note and chunks together) and judged again after a short settle
-delay; only findings that survive are reported or repaired.
+one note's chunks at a time. The database is live while it runs: a note may be edited, or a
+worker may flip its indexed version, between our read of the note and our read of its
+chunks. Everything the scan flags is therefore confirmed from fresh reads: the note, its
+chunks, then the note again, judged only when both reads of the note agree (otherwise read
+again; a note that keeps changing is counted as unsettled, not judged). After a short settle
+delay it is confirmed once more, and only what both confirmations found (the same kind, the
+same chunks) is reported or repaired.
 """
 
 from __future__ import annotations
@@ -27,11 +30,13 @@ from api.integrity.rules import (
     check_missing_note,
     check_note,
     id_sort_key,
+    persistent,
 )
 
 log = structlog.get_logger(__name__)
 
 _CONFIRM_BATCH = 200
+_CONFIRM_READS = 4  # attempts at a stable (note, chunks, same note) read per confirmation
 
 
 async def _groups(chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[list[dict[str, Any]]]:
@@ -70,14 +75,15 @@ class IntegrityChecker:
         report.suspects = len(suspects)
         report.unique_index = await self.queries.has_unique_chunk_index()
         if suspects:
-            findings = await self._confirm(suspects)
+            findings = await self._confirm(suspects, report)
             if findings and self.settle_s > 0:
                 # Once more after a pause: a note caught between a worker's commit and its
                 # eviction of the old version looks wrong for a few milliseconds.
                 await asyncio.sleep(self.settle_s)
-                findings = await self._confirm(
-                    sorted({f.note_id for f in findings}, key=id_sort_key)
+                again = await self._confirm(
+                    sorted({f.note_id for f in findings}, key=id_sort_key), report
                 )
+                findings = persistent(findings, again)
             report.findings = findings
         report.duration_s = time.perf_counter() - started
         log.info(
@@ -86,6 +92,7 @@ class IntegrityChecker:
             chunks=report.chunks_scanned,
             suspects=report.suspects,
             violations=len(report.violations),
+            unsettled=report.unsettled,
             duration_s=round(report.duration_s, 3),
         )
         return report
@@ -117,21 +124,40 @@ class IntegrityChecker:
             report.chunks_scanned += 1
             yield chunk
 
-    async def _confirm(self, note_ids: list[Any]) -> list[Finding]:
-        """Judge the given notes again from fresh reads of the note and its chunks."""
+    async def _confirm(self, note_ids: list[Any], report: CheckReport) -> list[Finding]:
+        """Judge the given notes again from fresh reads of each note and its chunks."""
         findings: list[Finding] = []
         for start in range(0, len(note_ids), _CONFIRM_BATCH):
             batch = note_ids[start : start + _CONFIRM_BATCH]
-            notes = await self.queries.notes_by_id(batch)
-            chunks = await self.queries.chunks_of(batch)
-            for note_id in batch:
-                note = notes.get(note_id)
-                mine = chunks.get(note_id, [])
-                if note is not None:
-                    findings.extend(check_note(note, mine, self.expect))
-                elif mine:
-                    findings.append(check_missing_note(note_id, mine))
+            for _ in range(_CONFIRM_READS):
+                batch = await self._judge_stable(batch, findings)
+                if not batch:
+                    break
+            else:
+                report.unsettled += len(batch)
+                log.warning("integrity.unsettled", notes=len(batch), example=str(batch[0]))
         return findings
+
+    async def _judge_stable(self, batch: list[Any], findings: list[Finding]) -> list[Any]:
+        """Read the notes, their chunks, then the notes again; judge every note that did not
+        change in between (its chunks were read in one state of it) and return the others.
+        Without this, chunks of an edit committed after the note was read look like the
+        chunks of a dead version."""
+        notes = await self.queries.notes_by_id(batch)
+        chunks = await self.queries.chunks_of(batch)
+        after = await self.queries.notes_by_id(batch)
+        changed: list[Any] = []
+        for note_id in batch:
+            note = notes.get(note_id)
+            if note != after.get(note_id):
+                changed.append(note_id)
+                continue
+            mine = chunks.get(note_id, [])
+            if note is not None:
+                findings.extend(check_note(note, mine, self.expect))
+            elif mine:
+                findings.append(check_missing_note(note_id, mine))
+        return changed
 
     async def repair(self, report: CheckReport, *, retry_failed: bool = False) -> RepairResult:
         """Apply the repairs the findings call for: delete orphan and bad chunks first, then

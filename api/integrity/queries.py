@@ -31,6 +31,8 @@ NOTE_FIELDS = {
     "chunk_count": 1,
     "embedding_model": 1,
     "chunking_strategy": 1,
+    "evict_pending": 1,  # set at a commit, unset once the old versions are gone
+    "updated_at": 1,  # with `version`, tells the confirmation that a note moved under it
 }
 CHUNK_FIELDS = {
     "note_id": 1,

@@ -52,6 +52,7 @@ class CheckReport:
     notes_scanned: int = 0
     chunks_scanned: int = 0
     suspects: int = 0  # notes flagged by the scan, before the confirmation pass
+    unsettled: int = 0  # suspects that changed on every confirmation read (not judged)
     duration_s: float = 0.0
     unique_index: bool = True
     findings: list[Finding] = field(default_factory=list)
@@ -86,6 +87,7 @@ class CheckReport:
             "notes_scanned": self.notes_scanned,
             "chunks_scanned": self.chunks_scanned,
             "suspects": self.suspects,
+            "unsettled": self.unsettled,
             "duration_s": round(self.duration_s, 3),
             "unique_chunk_index": self.unique_index,
             "violations": sum(1 for f in self.violations),
@@ -139,6 +141,12 @@ def render(report: CheckReport, console: Any, examples: int = 3) -> None:
             "[yellow]warning:[/yellow] note_chunks has no unique (note_id, note_version, "
             "chunk_index) index; start the API or `autonote migrate` once the duplicates "
             "are gone to create it."
+        )
+    if report.unsettled:
+        console.print(
+            f"[yellow]note:[/yellow] {report.unsettled} note(s) changed during every "
+            "confirmation read (busy being edited or indexed) and were not judged; run the "
+            "check again when they are idle."
         )
     if report.repair is not None:
         console.print(

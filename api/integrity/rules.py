@@ -49,6 +49,16 @@ class Expectations:
 
 
 @dataclass(frozen=True, slots=True)
+class Item:
+    """One thing wrong: with a chunk (`chunk_id`) or with the note itself (None)."""
+
+    detail: str
+    chunk_id: Any
+    delete: bool
+    requeue: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Finding:
     """One kind of problem with one note (or with the chunks of a missing note), and what
     `--repair` does about it."""
@@ -60,6 +70,21 @@ class Finding:
     delete_ids: tuple[Any, ...] = ()  # chunks the repair deletes
     requeue: bool = True  # the repair re-queues the note (fresh attempts)
     delete_note_chunks: bool = False  # the note is gone: the repair deletes all its chunks
+    items: tuple[Item, ...] = ()  # what the finding merges (empty for a missing note)
+
+    @classmethod
+    def of(cls, kind: Kind, note_id: Any, items: list[Item]) -> Finding:
+        """One finding from the items of one kind (summarised in `detail`)."""
+        first = items[0].detail
+        return cls(
+            kind,
+            note_id,
+            first if len(items) == 1 else f"{first} (+{len(items) - 1} more)",
+            chunks=sum(1 for i in items if i.chunk_id is not None),
+            delete_ids=tuple(i.chunk_id for i in items if i.delete),
+            requeue=any(i.requeue for i in items),
+            items=tuple(items),
+        )
 
     @property
     def is_violation(self) -> bool:
@@ -67,19 +92,11 @@ class Finding:
 
 
 @dataclass(slots=True)
-class _Item:
-    detail: str
-    chunk_id: Any
-    delete: bool
-    requeue: bool
-
-
-@dataclass(slots=True)
 class _Acc:
     """Findings of one note, merged per kind (one finding per kind and note)."""
 
     note_id: Any
-    by_kind: dict[str, list[_Item]] = field(default_factory=dict)
+    by_kind: dict[str, list[Item]] = field(default_factory=dict)
 
     def add(
         self,
@@ -90,24 +107,38 @@ class _Acc:
         delete: bool = False,
         requeue: bool = True,
     ) -> None:
-        self.by_kind.setdefault(kind, []).append(_Item(detail, chunk_id, delete, requeue))
+        self.by_kind.setdefault(kind, []).append(Item(detail, chunk_id, delete, requeue))
 
     def findings(self) -> list[Finding]:
-        out = []
-        for kind, items in self.by_kind.items():
-            first = items[0].detail
-            detail = first if len(items) == 1 else f"{first} (+{len(items) - 1} more)"
-            out.append(
-                Finding(
-                    kind,  # type: ignore[arg-type]
-                    self.note_id,
-                    detail,
-                    chunks=sum(1 for i in items if i.chunk_id is not None),
-                    delete_ids=tuple(i.chunk_id for i in items if i.delete),
-                    requeue=any(i.requeue for i in items),
-                )
-            )
-        return out
+        return [
+            Finding.of(kind, self.note_id, items)  # type: ignore[arg-type]
+            for kind, items in self.by_kind.items()
+        ]
+
+
+def persistent(earlier: list[Finding], later: list[Finding]) -> list[Finding]:
+    """What `later` found that `earlier` had found too: the same kind for the same note and,
+    for chunk problems, the same chunks. A live database shows passing states (a version
+    evicted a moment after its successor committed, a note edited between two reads) that
+    never involve the same chunks twice, while a real problem stays put."""
+    before: dict[tuple[str, Any], set[Any]] = {}
+    for f in earlier:
+        ids = before.setdefault((f.kind, f.note_id), set())
+        ids.update(i.chunk_id for i in f.items if i.chunk_id is not None)
+    out: list[Finding] = []
+    for f in later:
+        ids = before.get((f.kind, f.note_id))
+        if ids is None:
+            continue
+        if not f.items:  # a missing note's chunks: the note is still missing
+            out.append(f)
+            continue
+        kept = [i for i in f.items if i.chunk_id is None or i.chunk_id in ids]
+        if kept == list(f.items):
+            out.append(f)
+        elif kept:
+            out.append(Finding.of(f.kind, f.note_id, kept))
+    return out
 
 
 def model_dimensions(model_key: str | None) -> int | None:

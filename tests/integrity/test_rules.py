@@ -18,6 +18,7 @@ from api.integrity.rules import (
     check_note,
     id_sort_key,
     model_dimensions,
+    persistent,
     vector_problem,
 )
 
@@ -349,3 +350,36 @@ def test_an_edited_note_is_not_compared_with_its_previous_versions_chunks() -> N
     # Edited to version 3 (queued): the indexed chunks describe version 2's text.
     n = note(version=3, index_status="pending", content_md="Completely new text.")
     assert check_note(n, [chunk(n, 0), chunk(n, 1)], EXPECT) == []
+
+
+def test_persistent_keeps_only_what_both_confirmations_found() -> None:
+    n = note(version=4, indexed_version=4)
+    live = [chunk(n, 0), chunk(n, 1)]
+    v2 = [chunk(n, i, note_version=2) for i in (0, 1)]  # a dead version that stays
+    v3 = [chunk(n, i, note_version=3) for i in (0, 1)]  # evicted between the two passes
+    earlier = check_note(n, [*live, *v2, *v3], EXPECT)
+    later_n = note(_id=n["_id"], version=5, indexed_version=5)
+    v4 = [chunk(later_n, i, note_version=4) for i in (0, 1)]  # being evicted now
+    v5 = [chunk(later_n, 0), chunk(later_n, 1)]
+    later = check_note(later_n, [*v5, *v2, *v4], EXPECT)
+    assert {c for f in later for c in f.delete_ids} == {c["_id"] for c in v2 + v4}
+
+    [kept] = persistent(earlier, later)
+    assert kept.kind == "orphan_chunks" and kept.chunks == 2
+    assert set(kept.delete_ids) == {c["_id"] for c in v2}
+    assert str(v2[0]["_id"]) in kept.detail and "(+1 more)" in kept.detail
+    # Nothing in common: a different version passing through each time.
+    passing = check_note(n, [*live, *v3], EXPECT)
+    assert passing and persistent(passing, check_note(later_n, [*v5, *v4], EXPECT)) == []
+
+
+def test_persistent_note_level_and_missing_note_findings() -> None:
+    n = note()
+    count = check_note(note(_id=n["_id"], chunk_count=7), [chunk(n, 0), chunk(n, 1)], EXPECT)
+    behind = check_note(note(_id=n["_id"], version=3), [chunk(n, 0), chunk(n, 1)], EXPECT)
+    assert persistent(count, count) == count
+    assert persistent(count, behind) == [] and persistent(behind, count) == []
+    gone = ObjectId()
+    missing = [check_missing_note(gone, [{"_id": ObjectId(), "note_id": gone}])]
+    assert persistent(missing, missing) == missing
+    assert persistent([], missing) == [] and persistent(missing, []) == []
