@@ -1,9 +1,10 @@
 """The checker against a live database, with the races placed deterministically: an edit is
 committed (and indexed by the app's real worker) exactly between two of the checker's reads.
 
-Each of these produced a false `orphan_chunks` finding before the confirmation re-read the
-note after its chunks and kept only findings seen twice, and the first one made `--repair`
-delete the chunks of the version being served.
+The first two produced false `orphan_chunks` findings before the confirmation re-read the
+note after its chunks and kept only findings seen twice; with the first, `--repair` deleted
+the chunks of the version being served. The last two pin what the filtering must not hide
+and what it reports instead of judging.
 """
 
 from __future__ import annotations
@@ -114,9 +115,8 @@ def evictions(monkeypatch: pytest.MonkeyPatch) -> Any:
     original = ChunksRepository.delete_other_versions
 
     async def held(self: ChunksRepository, note_id: ObjectId, keep_version: int) -> int:
-        current = gate
-        current.waiting.set()
-        await current.open.wait()
+        gate.waiting.set()
+        await gate.open.wait()  # the Event of this eviction, even after `hold_again`
         return await original(self, note_id, keep_version)
 
     monkeypatch.setattr(ChunksRepository, "delete_other_versions", held)
