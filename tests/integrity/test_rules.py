@@ -343,7 +343,12 @@ def test_report_counts_examples_and_renders() -> None:
     render(report, Console(file=out, width=200), 3)
     text = out.getvalue()
     assert "chunk_count VIOLATION" in text and "failed listed" in text
-    assert "result: 1 violation(s)" in text
+    assert "result: 1 violation(s)" in text and "not judged" not in text
+    report.unsettled = 2
+    out = StringIO()
+    render(report, Console(file=out, width=200), 3)
+    assert "2 note(s) changed during every confirmation read" in out.getvalue()
+    assert report.to_dict()["unsettled"] == 2
 
 
 def test_an_edited_note_is_not_compared_with_its_previous_versions_chunks() -> None:
