@@ -317,6 +317,16 @@ async def _dead_worker_eviction(api: Api) -> None:
     h = await api.new_user()
     note = await create(api, h, sectioned_note(4, seed=7))
     await wait_indexed(api, h, note["id"])
+    # wait_indexed returns at version 1's commit; its run then evicts and clears the flag.
+    # Patching before that run ends would let it end the wait below early (seen in a suite
+    # run: version 2's run then evicted with the restored methods).
+    for _ in range(600):
+        raw = await api.container.db.notes.find_one({}, {"evict_pending": 1})
+        if raw is not None and "evict_pending" not in raw:
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("version 1's eviction did not finish")
     reconciler = api.container.indexing.reconciler
     real_evict, real_clear = reconciler._evict, reconciler.queue.clear_eviction
 
@@ -325,8 +335,9 @@ async def _dead_worker_eviction(api: Api) -> None:
     async def killed(*_: Any, **__: Any) -> None:  # the process died here
         return None
 
-    async def killed_last_step(*_: Any, **__: Any) -> None:  # ...and this was the run's end
-        run_over.set()
+    async def killed_last_step(_note_id: Any, version: int) -> None:  # ...and the run's end
+        if version == 2:
+            run_over.set()
 
     reconciler._evict = killed  # type: ignore[method-assign]
     reconciler.queue.clear_eviction = killed_last_step  # type: ignore[method-assign]
