@@ -91,11 +91,12 @@ async def test_an_edit_between_the_note_and_its_chunks_is_not_an_orphan(world: W
 
 @pytest.fixture
 def evictions(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """Holds every eviction of old chunk versions until released (the worker commits a new
-    version, then waits here with the old chunks still stored)."""
+    """Holds the evictions of old chunk versions of `gate.note_id` until released (the worker
+    commits a new version, then waits here with the old chunks still stored)."""
 
     class Gate:
         def __init__(self) -> None:
+            self.note_id: ObjectId | None = None
             self.open = asyncio.Event()
             self.waiting = asyncio.Event()
 
@@ -115,8 +116,9 @@ def evictions(monkeypatch: pytest.MonkeyPatch) -> Any:
     original = ChunksRepository.delete_other_versions
 
     async def held(self: ChunksRepository, note_id: ObjectId, keep_version: int) -> int:
-        gate.waiting.set()
-        await gate.open.wait()  # the Event of this eviction, even after `hold_again`
+        if note_id == gate.note_id:
+            gate.waiting.set()
+            await gate.open.wait()  # the Event of this eviction, even after `hold_again`
         return await original(self, note_id, keep_version)
 
     monkeypatch.setattr(ChunksRepository, "delete_other_versions", held)
@@ -127,7 +129,7 @@ def evictions(monkeypatch: pytest.MonkeyPatch) -> Any:
 async def test_two_passing_evictions_are_not_one_orphan(world: World, evictions: Any) -> None:
     """Each confirmation catches a note between a commit and its eviction, of a different
     version each time: no chunk is stale in both, so nothing is reported."""
-    note_id = world.note_ids[2]
+    note_id = evictions.note_id = world.note_ids[2]
     before = await versions(world, note_id)
     await edit(world, note_id, 200)
     await asyncio.wait_for(evictions.waiting.wait(), 30)
