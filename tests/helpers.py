@@ -50,6 +50,17 @@ async def wait_indexed(
     raise AssertionError(f"note not indexed within {timeout_s}s: {note}")
 
 
+async def wait_evicted(db: Any, note_id: Any, timeout_s: float = 30.0) -> None:
+    """Poll until the note's old chunk versions are gone: the worker clears `evict_pending`
+    last, after the commit that `wait_indexed` already sees."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while (await db.notes.find_one({"_id": note_id}, {"evict_pending": 1})).get("evict_pending"):
+        if loop.time() > deadline:
+            raise AssertionError(f"eviction of note {note_id} not done within {timeout_s}s")
+        await asyncio.sleep(0.02)
+
+
 class RecordingEmbedder:
     """Wraps a real embedder and records every text it is asked to embed."""
 

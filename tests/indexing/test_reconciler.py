@@ -8,11 +8,18 @@ import asyncio
 from typing import Any
 
 import pytest
+from bson import ObjectId
 
 from api.indexing import worker
 from api.services.chunking import get_chunker
 from tests.conftest import Api, running_app
-from tests.helpers import RecordingEmbedder, paragraph, sectioned_note, wait_indexed
+from tests.helpers import (
+    RecordingEmbedder,
+    paragraph,
+    sectioned_note,
+    wait_evicted,
+    wait_indexed,
+)
 
 
 async def create(
@@ -38,7 +45,6 @@ def spy(api: Api) -> RecordingEmbedder:
 async def stored_chunks(api: Api, note_id: str) -> list[dict[str, Any]]:
     """The note's chunk documents once old versions are evicted (eviction follows the flip
     of `indexed_version` by a few milliseconds; readers filter by version meanwhile)."""
-    from bson import ObjectId
 
     oid = ObjectId(note_id)
     for _ in range(200):
@@ -251,7 +257,6 @@ async def test_shutdown_mid_run_hands_the_note_back(api: Api) -> None:
     task.cancel()
     with __import__("pytest").raises(asyncio.CancelledError):
         await task
-    from bson import ObjectId
 
     doc = await api.container.db.notes.find_one({"_id": ObjectId(r.json()["id"])})
     assert doc["index_status"] == "pending" and doc["lease_token"] is None
@@ -320,13 +325,7 @@ async def _dead_worker_eviction(api: Api) -> None:
     # wait_indexed returns at version 1's commit; its run then evicts and clears the flag.
     # Patching before that run ends would let it end the wait below early (seen in a suite
     # run: version 2's run then evicted with the restored methods).
-    for _ in range(600):
-        raw = await api.container.db.notes.find_one({}, {"evict_pending": 1})
-        if raw is not None and "evict_pending" not in raw:
-            break
-        await asyncio.sleep(0.05)
-    else:
-        raise AssertionError("version 1's eviction did not finish")
+    await wait_evicted(api.container.db, ObjectId(note["id"]))
     reconciler = api.container.indexing.reconciler
     real_evict, real_clear = reconciler._evict, reconciler.queue.clear_eviction
 
@@ -384,7 +383,6 @@ async def test_stop_lets_the_note_in_flight_finish_its_swap(api: Api) -> None:
     claiming, finishes that note — commit and eviction — and only then exits, so a clean
     shutdown leaves no old chunks for the sweep (the crash test's second worker was
     terminated right after the last commit and left the old version behind)."""
-    from bson import ObjectId
 
     h = await api.new_user()
     note = await create(api, h, sectioned_note(4, seed=11))
@@ -415,7 +413,6 @@ async def test_stop_lets_the_note_in_flight_finish_its_swap(api: Api) -> None:
 async def test_stop_gives_up_on_a_stuck_note_after_the_grace_period(api: Api) -> None:
     """A note whose embedding hangs does not hold shutdown past `stop_grace_s`: its loop is
     cancelled and the note handed back for the next worker."""
-    from bson import ObjectId
 
     h = await api.new_user()
     workers = api.container.indexing.workers

@@ -18,7 +18,7 @@ from bson import ObjectId
 
 from api.indexing.chunks_repository import ChunksRepository
 from api.integrity import IntegrityChecker
-from tests.helpers import sectioned_note, wait_indexed
+from tests.helpers import sectioned_note, wait_evicted, wait_indexed
 from tests.integrity.conftest import World
 
 
@@ -31,20 +31,11 @@ async def edit(world: World, note_id: ObjectId, seed: int) -> None:
     assert r.status_code == 200, r.text
 
 
-async def wait_evicted(world: World, note_id: ObjectId) -> None:
-    """Until the note's old versions are gone (the worker clears `evict_pending` last)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 30
-    while (await world.db.notes.find_one({"_id": note_id})).get("evict_pending"):
-        assert loop.time() < deadline, "eviction did not finish"
-        await asyncio.sleep(0.02)
-
-
 async def edit_and_index(world: World, note_id: ObjectId, seed: int) -> None:
     """An edit, indexed by the worker, its old version evicted."""
     await edit(world, note_id, seed)
     await wait_indexed(world.api, world.headers, str(note_id))
-    await wait_evicted(world, note_id)
+    await wait_evicted(world.db, note_id)
 
 
 def before_call(obj: Any, name: str, hooks: dict[int, Callable[[], Awaitable[None]]]) -> None:
@@ -112,7 +103,7 @@ def evictions(monkeypatch: pytest.MonkeyPatch) -> Any:
         async def release(self, world: World, note_id: ObjectId) -> None:
             """Let the held eviction run and wait until the note says it is done."""
             self.open.set()
-            await wait_evicted(world, note_id)
+            await wait_evicted(world.db, note_id)
 
         def hold_again(self) -> None:
             self.open, self.waiting = asyncio.Event(), asyncio.Event()
