@@ -129,8 +129,9 @@ class IntegrityChecker:
         findings: list[Finding] = []
         for start in range(0, len(note_ids), _CONFIRM_BATCH):
             batch = note_ids[start : start + _CONFIRM_BATCH]
+            notes = await self.queries.notes_by_id(batch)
             for _ in range(_CONFIRM_READS):
-                batch = await self._judge_stable(batch, findings)
+                batch, notes = await self._judge_stable(batch, notes, findings)
                 if not batch:
                     break
             else:
@@ -138,12 +139,14 @@ class IntegrityChecker:
                 log.warning("integrity.unsettled", notes=len(batch), example=str(batch[0]))
         return findings
 
-    async def _judge_stable(self, batch: list[Any], findings: list[Finding]) -> list[Any]:
-        """Read the notes, their chunks, then the notes again; judge every note that did not
-        change in between (its chunks were read in one state of it) and return the others.
-        Without this, chunks of an edit committed after the note was read look like the
-        chunks of a dead version."""
-        notes = await self.queries.notes_by_id(batch)
+    async def _judge_stable(
+        self, batch: list[Any], notes: dict[Any, dict[str, Any]], findings: list[Finding]
+    ) -> tuple[list[Any], dict[Any, dict[str, Any]]]:
+        """Given the notes as just read, read their chunks, then the notes again; judge every
+        note that did not change in between (its chunks were read in one state of it).
+        Returns the others with their latest reads, the start of the next attempt. Without
+        this, chunks of an edit committed after the note was read look like the chunks of a
+        dead version."""
         chunks = await self.queries.chunks_of(batch)
         after = await self.queries.notes_by_id(batch)
         changed: list[Any] = []
@@ -157,7 +160,7 @@ class IntegrityChecker:
                 findings.extend(check_note(note, mine, self.expect))
             elif mine:
                 findings.append(check_missing_note(note_id, mine))
-        return changed
+        return changed, {n: after[n] for n in changed if n in after}
 
     async def repair(self, report: CheckReport, *, retry_failed: bool = False) -> RepairResult:
         """Apply the repairs the findings call for: delete orphan and bad chunks first, then
