@@ -64,11 +64,16 @@ class World:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while loop.time() < deadline:
+            # The worker clears `evict_pending` once a commit's old versions are deleted.
             busy = await self.db.notes.count_documents(
-                {"index_status": {"$in": ["pending", "indexing"]}}
+                {
+                    "$or": [
+                        {"index_status": {"$in": ["pending", "indexing"]}},
+                        {"evict_pending": True},
+                    ]
+                }
             )
             if not busy:
-                await asyncio.sleep(0.2)  # eviction follows the flip by a few ms
                 return
             await asyncio.sleep(0.05)
         raise AssertionError("indexing did not converge")
