@@ -277,3 +277,38 @@ def test_peer_span_makers_return_exact_in_order_slices() -> None:
     recursive = chunk_quality.recursive_token_spans(200)("chatlogs", corpus)
     assert all(s.embed_text == corpus[s.start : s.end] for s in recursive)
     assert all(a.end <= b.start for a, b in itertools.pairwise(recursive))
+
+
+def test_tokenizer_backends_wrapper_chunks_like_the_default_tokenizer() -> None:
+    """The benchmark's stand-in tokenizer (another encoder behind the cl100k interface) must
+    give exactly the default chunks, or its timings would compare different work. Driven
+    here by tiktoken's own encoder, the backends themselves being optional."""
+    from api.services.chunking import MarkdownChunker
+    from benchmarks.chunking_peers import cl100k_encoding
+    from benchmarks.tokenizer_backends import _BackendTokenizer, render
+
+    note = realistic_note(200, seed=7)
+    calls: list[int] = []
+
+    def encode(text: str) -> list[int]:
+        calls.append(len(text))
+        return cl100k_encoding().encode_ordinary(text)
+
+    wrapped = MarkdownChunker(max_chunk_tokens=120, tokenizer=_BackendTokenizer(encode))
+    default = MarkdownChunker(max_chunk_tokens=120)
+    got = [c.to_dict() for c in wrapped.chunk_note(note, "T")]
+    assert got == [c.to_dict() for c in default.chunk_note(note, "T")]
+    assert len(got) > 3
+    assert max(calls) == len(note)  # the whole-note pass went through the backend
+    text = render(["document", "ids identical"], [["note", "yes"]], ["rs-bpe"], "commit x")
+    assert "| note | yes |" in text and "Not installed, not measured: rs-bpe." in text
+
+
+def test_tokenizer_backends_refuses_to_overwrite_without_the_backends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from benchmarks import tokenizer_backends
+
+    monkeypatch.setattr(tokenizer_backends, "load_backends", lambda: ({}, ["rs-bpe"]))
+    with pytest.raises(SystemExit, match="not installed: rs-bpe"):
+        tokenizer_backends.main([])
