@@ -14,6 +14,13 @@ from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ChunkingStrategy = Literal["hierarchical_markdown", "fixed_tokens", "whole_note"]
+# CHUNKING_MAX_TOKENS when unset: the chunker classes' own defaults (a test keeps them equal);
+# fixed_tokens is the legacy 512-token window (DESIGN.md §4).
+DEFAULT_MAX_TOKENS: dict[str, int] = {
+    "hierarchical_markdown": 300,
+    "fixed_tokens": 512,
+    "whole_note": 300,
+}
 
 
 class Settings(BaseSettings):
@@ -31,7 +38,8 @@ class Settings(BaseSettings):
     # Chunking (roadmap names).
     chunking_enabled: bool = True
     chunking_strategy: ChunkingStrategy = "hierarchical_markdown"
-    chunking_max_tokens: int = Field(300, ge=16, le=8191)
+    # Unset: the strategy's default (see `chunk_max_tokens`).
+    chunking_max_tokens: int | None = Field(None, ge=16, le=8191)
     chunking_min_tokens: int = Field(50, ge=0, le=4096)
     # Size split sections aim at (None: pack up to CHUNKING_MAX_TOKENS); see the chunker.
     chunking_target_tokens: int | None = Field(None, ge=1, le=8191)
@@ -87,18 +95,28 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_json: bool | None = None  # None → JSON when stderr is not a TTY
 
+    @property
+    def chunk_max_tokens(self) -> int:
+        """CHUNKING_MAX_TOKENS, or when unset the strategy's default: 512 for the legacy
+        `fixed_tokens` windows, 300 otherwise."""
+        if self.chunking_max_tokens is not None:
+            return self.chunking_max_tokens
+        return DEFAULT_MAX_TOKENS[self.chunking_strategy]
+
     @model_validator(mode="after")
     def _check_combinations(self) -> Settings:
-        if self.chunking_min_tokens >= self.chunking_max_tokens:
+        max_tokens = self.chunk_max_tokens
+        # fixed_tokens has no minimum (its windows are all full but the last).
+        if self.chunking_strategy != "fixed_tokens" and self.chunking_min_tokens >= max_tokens:
             raise ValueError(
                 "CHUNKING_MIN_TOKENS must be smaller than CHUNKING_MAX_TOKENS "
-                f"({self.chunking_min_tokens} >= {self.chunking_max_tokens})"
+                f"({self.chunking_min_tokens} >= {max_tokens})"
             )
         target = self.chunking_target_tokens
-        if target is not None and target > self.chunking_max_tokens:
+        if target is not None and target > max_tokens:
             raise ValueError(
                 "CHUNKING_TARGET_TOKENS must not exceed CHUNKING_MAX_TOKENS "
-                f"({target} > {self.chunking_max_tokens})"
+                f"({target} > {max_tokens})"
             )
         if self.embedding_provider == "openai" and self.openai_api_key is None:
             raise ValueError("EMBEDDING_PROVIDER=openai needs OPENAI_API_KEY")

@@ -78,7 +78,7 @@ def build_chunker(settings: Settings, embedder: Embedder) -> Chunker:
 
     return get_chunker(
         settings.chunking_strategy,
-        max_chunk_tokens=settings.chunking_max_tokens,
+        max_chunk_tokens=settings.chunk_max_tokens,
         min_chunk_tokens=settings.chunking_min_tokens,
         target_chunk_tokens=settings.chunking_target_tokens,
         tokenizer=embedder.tokenizer,

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from api.config import Settings
+from api.config import DEFAULT_MAX_TOKENS, Settings
 from api.evaluation.baselines import evaluate_note_level
 from api.evaluation.dataset import Dataset
 from api.evaluation.harness import EvalCorpus, EvalRun, SearchConfig, open_corpus
@@ -34,7 +34,7 @@ BASE_OVERRIDES: dict[str, Any] = {
     "embedding_model": None,
     "chunking_enabled": True,
     "chunking_strategy": "hierarchical_markdown",
-    "chunking_max_tokens": _default("chunking_max_tokens"),
+    "chunking_max_tokens": DEFAULT_MAX_TOKENS["hierarchical_markdown"],
     "chunking_min_tokens": _default("chunking_min_tokens"),
 }
 

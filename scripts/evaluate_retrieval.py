@@ -44,7 +44,7 @@ async def evaluate_dataset(
         s, r = corpus.settings, corpus.report
         info = (
             f"{r.notes} notes → {r.chunks} chunks (mean {r.mean_chunk_tokens:.0f} tokens; "
-            f"{s.chunking_strategy}, CHUNKING_MAX_TOKENS={s.chunking_max_tokens}, "
+            f"{s.chunking_strategy}, CHUNKING_MAX_TOKENS={s.chunk_max_tokens}, "
             f"model {corpus.embedder.model}) indexed in {r.seconds:.1f}s"
         )
     return runs, info

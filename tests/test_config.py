@@ -69,6 +69,56 @@ def test_target_tokens_reach_the_chunker(monkeypatch: pytest.MonkeyPatch) -> Non
     assert max(sizes) <= 200 and sum(sizes) / len(sizes) < 130
 
 
+@pytest.mark.parametrize(
+    ("env", "window"),
+    [
+        ({"CHUNKING_STRATEGY": "fixed_tokens"}, 512),  # the legacy 512/50 windows
+        ({"CHUNKING_STRATEGY": "fixed_tokens", "CHUNKING_MAX_TOKENS": "200"}, 200),
+        ({}, 300),
+    ],
+)
+def test_chunk_size_default_follows_the_strategy(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], window: int
+) -> None:
+    """Unset CHUNKING_MAX_TOKENS means 512-token windows for fixed_tokens (DESIGN.md §4) and
+    300 otherwise; an explicit value wins. Checked on the chunks the app would store."""
+    from types import SimpleNamespace
+
+    from api.providers import build_chunker
+    from api.services.chunking import tiktoken_tokenizer
+
+    for var in ("CHUNKING_MAX_TOKENS", "CHUNKING_STRATEGY", "CHUNKING_TARGET_TOKENS"):
+        monkeypatch.delenv(var, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    settings = load_settings()
+    assert settings.chunk_max_tokens == window
+    embedder = SimpleNamespace(tokenizer=tiktoken_tokenizer(), max_input_tokens=8191)
+    chunker = build_chunker(settings, embedder)  # type: ignore[arg-type]
+    prose = " ".join(f"word{i % 97} and more text." for i in range(3000))
+    sizes = [c.token_count for c in chunker.chunk_note(prose, "T")]
+    assert max(sizes) == window
+    if settings.chunking_strategy == "fixed_tokens":
+        assert sizes[:-1] == [window] * (len(sizes) - 1)
+
+
+def test_default_sizes_are_the_chunker_classes_own() -> None:
+    import inspect
+
+    from api.config import DEFAULT_MAX_TOKENS
+    from api.services.chunking import FixedTokenChunker, MarkdownChunker, WholeNoteChunker
+
+    classes = {
+        "hierarchical_markdown": MarkdownChunker,
+        "fixed_tokens": FixedTokenChunker,
+        "whole_note": WholeNoteChunker,
+    }
+    assert set(classes) == set(DEFAULT_MAX_TOKENS)
+    for strategy, cls in classes.items():
+        default = inspect.signature(cls).parameters["max_chunk_tokens"].default
+        assert DEFAULT_MAX_TOKENS[strategy] == default, strategy
+
+
 def test_cli_fails_fast_on_invalid_settings() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "api.cli", "serve"],

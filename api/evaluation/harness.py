@@ -356,7 +356,7 @@ async def open_corpus(
         log.info(
             "eval.corpus_indexed",
             strategy=settings.chunking_strategy,
-            max_tokens=settings.chunking_max_tokens,
+            max_tokens=settings.chunk_max_tokens,
             notes=report.notes,
             chunks=report.chunks,
             seconds=round(report.seconds, 1),
