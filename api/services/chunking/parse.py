@@ -10,16 +10,21 @@ Front matter is recognised here, not by the parser's metadata option: pulldown-c
 a `---` … `---` metadata block anywhere in a document, which would turn a thematic break
 followed by a setext heading into "metadata" in the middle of a note. Only a block at the
 very start (after an optional BOM) is front matter: YAML (`---` … `---`/`...`) or TOML
-(`+++` … `+++`), as static site generators and note apps write it. The parser then reads the
-text after it, so the rest of the note is plain CommonMark.
+(`+++` … `+++`), as static site generators and note apps write it, and only if it loads as
+a mapping (or is empty), the rule the importer applies to titles and tags. A note that
+opens with a thematic break, some text or code, and another break keeps that text as
+content: front matter is the one thing the chunker leaves out, so a misreading would drop
+it. The parser then reads the text after it, so the rest of the note is plain CommonMark.
 """
 
 from __future__ import annotations
 
 import re
+import tomllib
 from dataclasses import dataclass, field
 
 import pyromark
+import yaml
 
 from api.services.chunking.text import SourceText
 
@@ -28,11 +33,14 @@ _PARSER = pyromark.Markdown(options=_OPTIONS)
 
 _FRONT_MATTER = re.compile(
     rb"\A(?:\xef\xbb\xbf)?(?:"
-    rb"---[ \t]*\r?\n(?![ \t]*\r?\n)(?:.*?\r?\n)??(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)"
-    rb"|\+\+\+[ \t]*\r?\n(?:.*?\r?\n)??\+\+\+[ \t]*(?:\r?\n|\Z))",
+    rb"---[ \t]*\r?\n(?![ \t]*\r?\n)(?P<yaml>(?:.*?\r?\n)??)(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)"
+    rb"|\+\+\+[ \t]*\r?\n(?P<toml>(?:.*?\r?\n)??)\+\+\+[ \t]*(?:\r?\n|\Z))",
     re.S,
 )
 _BOM = b"\xef\xbb\xbf"
+# Larger blocks are not taken for metadata (they stay content): no YAML load of a huge note.
+MAX_FRONT_MATTER_BYTES = 64 * 1024
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 # pulldown-cmark tag name -> our block kind. Anything else (emphasis, links, table cells...)
 # is inline or irrelevant for structure.
@@ -53,6 +61,8 @@ _BLOCK_KINDS = {
 }
 _HEADING_TEXT_EVENTS = ("Text", "Code", "InlineMath", "DisplayMath")
 MAX_HEADING_CHARS = 256
+_ATTR_SEP = re.compile(r"[\s,]+")
+_LANGUAGE = re.compile(r"([^\s{},:`]+)")
 
 
 @dataclass(slots=True)
@@ -82,9 +92,25 @@ class Document:
 def front_matter_end(data: bytes) -> int:
     """Byte offset just past a leading BOM and front matter block (0 when neither)."""
     match = _FRONT_MATTER.match(data)
-    if match:
+    if match and _is_metadata(match["yaml"], match["toml"]):
         return match.end()
     return len(_BOM) if data.startswith(_BOM) else 0
+
+
+def _is_metadata(yaml_body: bytes | None, toml_body: bytes | None) -> bool:
+    """Whether a delimited block at the top of a note is metadata: empty, or YAML / TOML
+    that loads as a mapping."""
+    body = yaml_body if toml_body is None else toml_body
+    if body is None or not body.strip():
+        return True
+    if len(body) > MAX_FRONT_MATTER_BYTES:
+        return False
+    text = body.decode("utf-8", "replace")
+    try:
+        loaded = tomllib.loads(text) if toml_body is not None else yaml.load(text, _YAML_LOADER)
+    except (yaml.YAMLError, tomllib.TOMLDecodeError, ValueError, RecursionError):
+        return False
+    return isinstance(loaded, dict)
 
 
 def parse(src: SourceText) -> Document:
@@ -164,9 +190,19 @@ def _heading_text(parts: list[str]) -> str:
 
 
 def code_language(info: str | None) -> str | None:
-    """The language of a fenced code block: the first word of its info string."""
-    if not info:
-        return None
-    word = info.split(maxsplit=1)[0] if info.split() else ""
-    word = word.strip("{}.")
-    return word or None
+    """The language of a fenced code block, from its info string as the common tools write
+    it: the first word (```` ```python title="x" ````), cut before line-highlight braces or
+    a `:` option (VitePress ```` ```python{1,3} ````, Gatsby ```` ```js:title=x ````); in an
+    attribute block, the first class or raw format (pandoc ```` ```{#id .haskell} ````,
+    ```` ```{=html} ````), or else the first bare word (R Markdown / Quarto
+    ```` ```{r, echo=FALSE} ````)."""
+    info = (info or "").strip()
+    if info.startswith("{"):
+        words = _ATTR_SEP.split(info[1:].split("}", 1)[0])
+        # pandoc classes (`.haskell`) and raw formats (`=html`), else a bare word
+        marked = [w[1:] for w in words if len(w) > 1 and w[0] in ".="]
+        bare = [w for w in words if w and w[0] not in "#.=" and "=" not in w]
+        return (marked or bare or [None])[0]
+    match = _LANGUAGE.match(info)
+    language = match.group(1).strip(".") if match else ""
+    return language or None

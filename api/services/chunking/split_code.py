@@ -78,7 +78,7 @@ def code_fragments(sp: Splitter, a: int, b: int, block: Block, limit: int) -> li
             if s >= e or (0 < k < last and src.is_blank(r0, r1)):
                 continue
             body = src.decode(r0, r1)
-            if not body.endswith("\n"):
+            if not body.endswith(("\n", "\r")):
                 body += newline
             out.append(
                 Piece(
@@ -131,7 +131,7 @@ def table_parts(sp: Splitter, a: int, b: int, block: Block, limit: int) -> list[
         return sp.text(a, b, limit, CODE_LINES, "table", plain_meta)
     rows_lo = src.line_end(src.line_end(head.start, b), b)  # past header and separator lines
     header = src.decode(src.line_start(block.start, a), rows_lo)
-    if not header.endswith("\n"):
+    if not header.endswith(("\n", "\r")):
         header += "\n"
     header_tokens = sp.index.tokenizer.count(header)
     budget = limit - header_tokens - 1

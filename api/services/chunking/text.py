@@ -87,7 +87,7 @@ class SourceText:
 
     __slots__ = (
         "_cum_extra", "_lead_bytes", "_lead_chars", "_region", "_scanned", "_window", "arr",
-        "data", "is_ascii", "text",
+        "data", "has_cr", "is_ascii", "text",
     )  # fmt: skip
 
     def __init__(self, text: str) -> None:
@@ -95,6 +95,9 @@ class SourceText:
         self.data = self.text.encode("utf-8")
         self.arr = np.frombuffer(self.data, dtype=np.uint8)
         self.is_ascii = len(self.data) == len(self.text)
+        # CommonMark ends lines at "\n", "\r\n" or a bare "\r" (old Mac exports, some
+        # editors); only when a "\r" is present do line searches need to look for it.
+        self.has_cr = b"\r" in self.data
         # The last scanned region and its cuts (the whole note once that was scanned).
         self._window: tuple[int, int, dict[str, np.ndarray]] | None = None
         self._scanned = 0  # bytes scanned span by span so far
@@ -176,11 +179,20 @@ class SourceText:
 
     def line_start(self, pos: int, floor: int = 0) -> int:
         """Start of the line holding byte `pos`, never before `floor`."""
-        return max(self.data.rfind(b"\n", floor, pos) + 1, floor)
+        nl = self.data.rfind(b"\n", floor, pos)
+        if self.has_cr:
+            nl = max(nl, self.data.rfind(b"\r", floor, pos))
+        return max(nl + 1, floor)
 
     def line_end(self, pos: int, ceiling: int) -> int:
-        """Offset just past the newline ending the line that holds `pos` (or `ceiling`)."""
-        nl = self.data.find(b"\n", pos, ceiling)
+        """Offset just past the line ending ("\n", "\r\n" or "\r") of the line that holds
+        `pos` (or `ceiling`)."""
+        data = self.data
+        nl = data.find(b"\n", pos, ceiling)
+        if self.has_cr:
+            cr = data.find(b"\r", pos, ceiling if nl < 0 else nl)
+            if cr >= 0:
+                return cr + 2 if cr + 1 == nl else cr + 1
         return ceiling if nl < 0 else nl + 1
 
     def char_boundary(self, pos: int, *, forward: bool) -> int:
@@ -277,7 +289,12 @@ class SourceText:
         arr = self.arr[lo:hi]
         data = self.data if lo == 0 and hi == len(self.data) else self.data[lo:hi]
         empty = np.zeros(0, dtype=np.int64)
-        out = {"line": np.flatnonzero(arr == 10).astype(np.int64) + 1}
+        line_ends = arr == 10
+        if self.has_cr:
+            # A bare "\r" ends a line too; in "\r\n" only the "\n" does.
+            last_bare = hi >= len(self.data) or self.data[hi] != 10
+            line_ends |= (arr == 13) & np.append(arr[1:] != 10, last_bare)
+        out = {"line": np.flatnonzero(line_ends).astype(np.int64) + 1}
         if len(arr) < 2:
             out.update(word=empty, sentence=empty, sentence_line=empty)
             return out

@@ -11,6 +11,7 @@ import hashlib
 import itertools
 import json
 import re
+import tomllib
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from functools import cache
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pyromark
+import yaml
 
 from api.services.chunking import HuggingFaceTokenizer, MarkdownChunk
 
@@ -48,12 +50,31 @@ def front_matter_end(text: str) -> int:
     if delim == "---" and len(lines) > 1 and not lines[1].strip(" \t\r\n"):
         return offset
     pos = len(lines[0])
-    for line in lines[1:]:
+    for k, line in enumerate(lines[1:], start=1):
         bare = line.rstrip("\r\n").rstrip(" \t")
         if bare == delim or (delim == "---" and bare == "..."):
-            return offset + pos + len(line)
+            body = "".join(lines[1:k])
+            return offset + pos + len(line) if _loads_as_mapping(body, delim) else offset
         pos += len(line)
     return offset
+
+
+def _loads_as_mapping(body: str, delim: str) -> bool:
+    """Front matter only when empty or a YAML/TOML mapping (small enough to load)."""
+    if not body.strip():
+        return True
+    if len(body.encode("utf-8", "surrogatepass")) > 64 * 1024:
+        return False
+    try:
+        loaded = tomllib.loads(body) if delim == "+++" else yaml.safe_load(body)
+    except Exception:  # any load failure means "not metadata"
+        return False
+    return isinstance(loaded, dict)
+
+
+def _line_start(text: str, floor: int, pos: int) -> int:
+    """Start of the line holding `pos` ("\n", "\r\n" and a bare "\r" end lines)."""
+    return max(text.rfind("\n", floor, pos) + 1, text.rfind("\r", floor, pos) + 1, floor)
 
 
 def structure(text: str) -> Structure:
@@ -83,7 +104,7 @@ def structure(text: str) -> Structure:
             tag = event["Start"]
             if depth == 0 and isinstance(tag, dict) and "Heading" in tag:
                 s, e = to_char(span["start"]), to_char(span["end"])
-                line_start = text.rfind("\n", start, s) + 1 or start
+                line_start = _line_start(text, start, s)
                 headings.append((max(line_start, start), e, int(tag["Heading"]["level"][1]), ""))
                 current = []
             if (
@@ -93,8 +114,10 @@ def structure(text: str) -> Structure:
                 and isinstance(tag["CodeBlock"], dict)
             ):
                 s, e = to_char(span["start"]), to_char(span["end"])
-                line_start = max(text.rfind("\n", start, s) + 1, start)
-                nl = text.find("\n", s)
+                line_start = _line_start(text, start, s)
+                nl = min(
+                    (i for i in (text.find("\n", s), text.find("\r", s)) if i >= 0), default=-1
+                )
                 fences.append((line_start, e, text[line_start : nl if nl >= 0 else e]))
             depth += 1
         elif "End" in event:

@@ -135,7 +135,8 @@ block = st.one_of(
 
 @st.composite
 def markdown_docs(draw: st.DrawFn) -> str:
-    """A note: optional BOM/front matter, blocks with varied blank lines, optional CRLF."""
+    """A note: optional BOM/front matter, blocks with varied blank lines, line endings
+    "\n", "\r\n" or a bare "\r" (all three are CommonMark line endings)."""
     blocks = draw(st.lists(block, min_size=0, max_size=14))
     seps = [draw(st.sampled_from(["\n\n", "\n", "\n\n\n", "\n \n"])) for _ in blocks]
     text = "".join(b + s for b, s in zip(blocks, seps, strict=True))
@@ -143,8 +144,9 @@ def markdown_docs(draw: st.DrawFn) -> str:
         text = "---\ntitle: x\ntags: [a]\n---\n" + text
     if draw(st.integers(0, 8)) == 0:
         text = "\ufeff" + text
-    if draw(st.integers(0, 3)) == 0:
-        text = text.replace("\n", "\r\n")
+    newline = draw(st.sampled_from(["\n", "\n", "\n", "\n", "\r\n", "\r\n", "\r"]))
+    if newline != "\n":
+        text = text.replace("\n", newline)
     if draw(st.integers(0, 6)) == 0:
         text = "  \n" + text + draw(st.sampled_from(["", "  ", "\n\n", "tail"]))
     return text

@@ -100,6 +100,20 @@ def test_front_matter_is_excluded(front: str) -> None:
     assert [c.content_md for c in chunks] == ["body"]
 
 
+@pytest.mark.parametrize(
+    ("text", "content"),
+    [
+        ("---\n```python\nprint(1)\n```\n---\nafter\n", "```python\nprint(1)\n```"),
+        ("---\nFirst paragraph.\n\n- a list item\n\n---\n\nLast.\n", "First paragraph."),
+    ],
+)
+def test_a_leading_block_that_is_not_metadata_stays_content(text: str, content: str) -> None:
+    """Only YAML/TOML that loads as a mapping is front matter (and left out); a note that
+    opens with a thematic break keeps everything up to the next one."""
+    chunks = chunk(text)
+    assert any(content in c.content_md for c in chunks)
+
+
 def test_metadata_like_block_mid_document_stays_content() -> None:
     # A thematic break followed by a setext heading, not front matter.
     text = "intro\n\n---\nSome heading\n---\n\nbody\n"
@@ -113,6 +127,27 @@ def test_bom_is_skipped_and_crlf_offsets_are_exact() -> None:
     assert paths(chunks) == [["Note", "Title"], ["Note", "Title", "Sub"]]
     assert chunks[0].content_md == "line one\r\nline two"
     assert text[chunks[1].start_offset : chunks[1].end_offset] == "third"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Intro paragraph.\r\r## A\r\rText of A.\r\r## B\r\rText of B.\r",  # bare CR
+        "Intro paragraph.\r## A\n\nText of A.\r\n\r\n## B\rText of B.",  # all three mixed
+    ],
+)
+def test_a_bare_carriage_return_ends_a_line(text: str) -> None:
+    """CommonMark ends lines at \\n, \\r\\n or a bare \\r: the text before a heading that
+    follows a bare \\r is its own section's, not dropped (it was, before line searches
+    looked for \\r)."""
+    chunks = chunk(text)
+    assert paths(chunks) == [["Note"], ["Note", "A"], ["Note", "B"]]
+    assert [text[c.start_offset : c.end_offset] for c in chunks] == [
+        "Intro paragraph.",
+        "Text of A.",
+        "Text of B.",
+    ]
+    assert [c.content_md for c in chunks] == ["Intro paragraph.", "Text of A.", "Text of B."]
 
 
 def test_unicode_offsets_are_character_offsets() -> None:
@@ -161,6 +196,26 @@ def test_code_block_is_kept_whole_above_max_chunk_tokens() -> None:
         "Before the code.",
         "After the code.",
     ]
+
+
+@pytest.mark.parametrize(
+    ("info", "language"),
+    [
+        ('python title="app.py"', "python"),  # Docusaurus / MkDocs options after a space
+        ("python{1,3}", "python"),  # VitePress line highlights
+        ("js:title=app.js", "js"),  # Gatsby options after a colon
+        ("{r, echo=FALSE}", "r"),  # R Markdown chunk
+        ("{python}", "python"),  # Quarto executable cell
+        ("{#snippet .haskell}", "haskell"),  # pandoc attributes: the class
+        ("{=html}", "html"),  # pandoc raw block
+        ("{#only-an-id}", None),
+        ("", None),
+    ],
+)
+def test_code_language_from_common_info_strings(info: str, language: str | None) -> None:
+    text = f"## Snippet\n\n```{info}\nx = 1\n```\n"
+    (code_chunk,) = [c for c in chunk(text) if c.chunk_type == "code"]
+    assert code_chunk.metadata == {"language": language}
 
 
 @pytest.mark.parametrize(("open_fence", "close_fence"), [("~~~js extra", "~~~"), ("````", "````")])

@@ -135,6 +135,13 @@ def test_small_spans_reuse_one_scan_and_large_spans_scan_the_whole_note() -> Non
         ("---\ntitle: never closed\nbody", None),
         ("text\n---\ntitle: x\n---\n", None),  # not at the start
         ("\ufeffbody", "body"),
+        # Not metadata: it stays content (a break, text or code, a break).
+        ("---\n```python\nprint(1)\n```\n---\nafter", None),
+        ("---\nJust a sentence.\n---\nbody", None),  # a thematic break + setext heading
+        ("---\n- a\n- b\n---\nbody", None),  # YAML, but a list, not a mapping
+        ("---\ntitle: [unclosed\n---\nbody", None),  # YAML that does not load
+        ("+++\nnot toml\n+++\nbody", None),
+        ("---\n" + "k: v\n" * 20_000 + "---\nbody", None),  # over 64 KB: not loaded
     ],
 )
 def test_front_matter_end(text: str, rest: str | None) -> None:
