@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, Field
+from pydantic import BaseModel, BeforeValidator, Field, StringConstraints
 
 # Patterns are checked twice: by pydantic (Rust regex, where \s is Unicode White_Space) and
 # by every client that reads the OpenAPI schema (ECMAScript regex, where \s is a different
@@ -17,6 +17,37 @@ CONTROL = r"\u0000-\u001f\u007f"
 NON_BLANK = rf"[^{WHITESPACE}]"  # patterns are unanchored: "contains a visible character"
 # A single line: no control characters, at least one visible character.
 TEXT_PATTERN = rf"^[^{CONTROL}]*[^{WHITESPACE}{CONTROL}][^{CONTROL}]*$"
+
+# A tag as every route accepts it (notes, search and chat filters, import); the configured
+# count and length limits are the notes service's.
+Tag = Annotated[str, StringConstraints(min_length=1, max_length=512, pattern=TEXT_PATTERN)]
+
+
+def utf8_clean(value: str, field: str) -> str:
+    """`value` unchanged, or ValueError if it holds a lone surrogate: JSON allows "\\ud800",
+    which cannot be stored as UTF-8 BSON."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{field} is not valid Unicode (lone surrogate)") from None
+    return value
+
+
+def clean_tags(tags: list[str]) -> list[str]:
+    """Check every tag (valid Unicode, not blank, no control characters); returned as sent,
+    so limits apply to what the client sent and `normalize_tags` trims afterwards."""
+    for tag in tags:
+        tag = utf8_clean(tag, "tag").strip()
+        if not tag:
+            raise ValueError("tags must not be empty or blank")
+        if any(ord(c) < 32 for c in tag):
+            raise ValueError("tags must not contain control characters")
+    return tags
+
+
+def normalize_tags(tags: list[str]) -> list[str]:
+    """Tags as stored: trimmed, duplicates dropped, first occurrence's order kept."""
+    return list(dict.fromkeys(tag.strip() for tag in tags))
 
 
 def _json_integer(value: object) -> object:

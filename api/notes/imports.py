@@ -35,7 +35,11 @@ class ImportService:
     async def import_files(
         self, user: User, files: list[tuple[str, bytes]], extra_tags: list[str] | None = None
     ) -> ImportReport:
-        """Convert and store each file; per-file errors are collected, not raised."""
+        """Convert and store each file; per-file errors are collected, not raised. Tags for
+        every note are checked first: bad ones fail the whole request (ValidationFailed),
+        before any note is written."""
+        if extra_tags:
+            self._notes.check_tags(extra_tags)
         report = ImportReport()
         for filename, data in files:
             try:

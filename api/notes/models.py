@@ -3,54 +3,25 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from api.schemas import TEXT_PATTERN
+from api.schemas import TEXT_PATTERN, Tag, clean_tags, utf8_clean
 
 NoteStatus = Literal["active", "trashed"]
 IndexStatus = Literal["pending", "indexing", "indexed", "failed", "disabled"]
 
-Tag = Annotated[str, StringConstraints(min_length=1, max_length=512, pattern=TEXT_PATTERN)]
-
 _EXAMPLE_MD = "## Setup\n\nInstall with `pip install autonote`.\n\n## Usage\n\nRun `make run`."
 
 
-def _utf8_clean(value: str, field: str) -> str:
-    # JSON allows lone surrogates ("\ud800"); they cannot be stored as UTF-8 BSON.
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError(f"{field} is not valid Unicode (lone surrogate)") from None
-    return value
-
-
 def _clean_title(value: str) -> str:
-    value = _utf8_clean(value, "title").strip()
+    value = utf8_clean(value, "title").strip()
     if not value:
         raise ValueError("title must not be empty or blank")
     if any(ord(c) < 32 for c in value):
         raise ValueError("title must not contain control characters or line breaks")
     return value
-
-
-def _clean_tags(tags: list[str]) -> list[str]:
-    # Returned as sent: the configured count and length limits (the service's) apply to
-    # the array the client sent, as the OpenAPI document states them; `normalize_tags`
-    # trims and de-duplicates afterwards.
-    for tag in tags:
-        tag = _utf8_clean(tag, "tag").strip()
-        if not tag:
-            raise ValueError("tags must not be empty or blank")
-        if any(ord(c) < 32 for c in tag):
-            raise ValueError("tags must not contain control characters")
-    return tags
-
-
-def normalize_tags(tags: list[str]) -> list[str]:
-    """Tags as stored: trimmed, duplicates dropped, first occurrence's order kept."""
-    return list(dict.fromkeys(tag.strip() for tag in tags))
 
 
 class NoteCreate(BaseModel):
@@ -78,12 +49,12 @@ class NoteCreate(BaseModel):
     @field_validator("content_md")
     @classmethod
     def _content(cls, v: str) -> str:
-        return _utf8_clean(v, "content_md")
+        return utf8_clean(v, "content_md")
 
     @field_validator("tags")
     @classmethod
     def _tags(cls, v: list[str]) -> list[str]:
-        return _clean_tags(v)
+        return clean_tags(v)
 
 
 def _patch_schema(schema: dict[str, Any]) -> None:
@@ -118,14 +89,14 @@ class NotePatch(BaseModel):
     def _content(cls, v: str | None) -> str | None:
         if v is None:
             raise ValueError("content_md may be omitted but not null")
-        return _utf8_clean(v, "content_md")
+        return utf8_clean(v, "content_md")
 
     @field_validator("tags")
     @classmethod
     def _tags(cls, v: list[str] | None) -> list[str] | None:
         if v is None:
             raise ValueError("tags may be omitted but not null")
-        return _clean_tags(v)
+        return clean_tags(v)
 
 
 class IndexStats(BaseModel):
@@ -243,6 +214,18 @@ class ChunkList(BaseModel):
     indexed_version: int | None
     index_status: IndexStatus
     items: list[ChunkOut]
+
+
+class ImportOptions(BaseModel):
+    """The non-file fields of an import request (multipart form fields)."""
+
+    model_config = ConfigDict(extra="forbid")
+    tags: list[Tag] = Field(default_factory=list, max_length=1000)
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, v: list[str]) -> list[str]:
+        return clean_tags(v)
 
 
 class ImportedFile(BaseModel):

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Header, Path, Query, Request, Response, status
+from pydantic import ValidationError
+from starlette.datastructures import FormData
 from starlette.datastructures import UploadFile as StarletteUpload
 from starlette.formparsers import MultiPartException
 
@@ -15,6 +17,7 @@ from api.notes.models import (
     ChunkOut,
     ImportedFile,
     ImportFailure,
+    ImportOptions,
     ImportResult,
     NoteCreate,
     NoteList,
@@ -65,6 +68,7 @@ IMPORT_BODY = {
             "schema": {
                 "type": "object",
                 "required": ["files"],
+                "additionalProperties": False,
                 "properties": {
                     "files": {
                         "type": "array",
@@ -74,7 +78,7 @@ IMPORT_BODY = {
                     },
                     "tags": {
                         "type": "array",
-                        "items": {"type": "string"},
+                        "items": {"type": "string", "minLength": 1, "maxLength": 512},
                         "description": "Tags added to every note",
                     },
                 },
@@ -82,6 +86,30 @@ IMPORT_BODY = {
         }
     },
 }
+
+
+def _import_parts(form: FormData) -> tuple[list[StarletteUpload], ImportOptions]:
+    """The files and options of an import form; ValidationFailed (422) for an unknown
+    field, a part of the wrong kind, no file, or an invalid tag."""
+    unknown = sorted(set(form.keys()) - {"files", "tags"})
+    if unknown:
+        raise ValidationFailed(
+            f"unknown multipart field {unknown[0][:80]!r}: expected `files` and `tags`"
+        )
+    parts, fields = form.getlist("files"), form.getlist("tags")
+    files = [f for f in parts if isinstance(f, StarletteUpload)]
+    tags = [t for t in fields if isinstance(t, str)]
+    if len(files) != len(parts):
+        raise ValidationFailed("`files` parts must be files (with a filename)")
+    if len(tags) != len(fields):
+        raise ValidationFailed("`tags` parts must be text fields, not files")
+    if not files:
+        raise ValidationFailed("send at least one file in the multipart field `files`")
+    try:
+        options = ImportOptions(tags=tags)
+    except ValidationError as exc:
+        raise ValidationFailed("; ".join(f"tags: {e['msg']}" for e in exc.errors())) from None
+    return files, options
 
 
 @router.post(
@@ -98,8 +126,10 @@ async def import_notes(
     """Import files as notes (multipart). Markdown and text are stored as written; HTML and
     DOCX become markdown that keeps headings, GFM tables, lists, code and links (scripts,
     navigation, headers and footers dropped); PDF text is extracted. Title from front
-    matter, the first H1, or the file name; tags from front matter. Each file succeeds or
-    fails on its own: failures are listed with a reason, the rest are imported."""
+    matter, the first H1, or the file name; tags from front matter, plus the `tags` fields
+    for every note. Each file succeeds or fails on its own: failures are listed with a
+    reason, the rest are imported. An unknown field or an invalid tag fails the whole
+    request (422) before anything is stored."""
     settings = container.settings
     limit = settings.autonote_max_import_files
     try:
@@ -107,10 +137,7 @@ async def import_notes(
     except MultiPartException as exc:
         raise BadRequest(f"invalid multipart body: {exc.message}") from None
     try:
-        files = [f for f in form.getlist("files") if isinstance(f, StarletteUpload)]
-        tags = [t for t in form.getlist("tags") if isinstance(t, str)] or None
-        if not files:
-            raise ValidationFailed("send at least one file in the multipart field `files`")
+        files, options = _import_parts(form)
         payload: list[tuple[str, bytes]] = []
         for upload in files:
             data = await upload.read(settings.autonote_max_import_file_bytes + 1)
@@ -122,7 +149,7 @@ async def import_notes(
             payload.append((upload.filename or "untitled", data))
     finally:
         await form.close()
-    report = await container.imports.import_files(user, payload, extra_tags=tags)
+    report = await container.imports.import_files(user, payload, extra_tags=options.tags)
     return ImportResult(
         imported=[
             ImportedFile(filename=f, note=NoteSummary.from_doc(d)) for f, d in report.imported

@@ -13,8 +13,9 @@ from bson import ObjectId
 
 from api.errors import BadRequest, NotFound, PayloadTooLarge, PreconditionFailed, ValidationFailed
 from api.indexing.chunks_repository import ChunksRepository
-from api.notes.models import NoteCreate, NotePatch, normalize_tags
+from api.notes.models import NoteCreate, NotePatch
 from api.notes.repository import NotesRepository, pending_fields
+from api.schemas import normalize_tags
 from api.users.models import User
 from api.users.service import parse_object_id
 
@@ -129,6 +130,11 @@ class NotesService:
         if doc is None:
             raise NotFound("note not found")
         return doc
+
+    def check_tags(self, tags: list[str]) -> None:
+        """The configured tag count and length limits (ValidationFailed), as `create`
+        applies them, for tags checked before any note is written (an import's)."""
+        self._check_limits(None, tags)
 
     async def create(self, user: User, data: NoteCreate) -> dict[str, Any]:
         """Store a new note (version 1) and queue it for indexing."""

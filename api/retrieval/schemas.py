@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -16,7 +17,7 @@ from pydantic import (
 )
 
 from api.retrieval.models import NoteResult, SearchFilters
-from api.schemas import NON_BLANK, JsonInt
+from api.schemas import NON_BLANK, JsonInt, Tag, clean_tags, normalize_tags
 
 NoteIdStr = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{24}$")]
 
@@ -39,17 +40,32 @@ def _rfc3339(value: object) -> object:
     return value
 
 
-DateTimeStr = Annotated[datetime, BeforeValidator(_rfc3339)]
+def _in_utc(value: datetime) -> datetime:
+    """The instant in UTC, which is how it is compared and stored; an offset that moves it
+    outside years 1-9999 (0001-01-01T00:00:00+00:01) is out of range, not a server error."""
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("date-time out of range once converted to UTC") from None
+
+
+DateTimeStr = Annotated[datetime, BeforeValidator(_rfc3339), AfterValidator(_in_utc)]
 
 
 class FiltersIn(BaseModel):
-    """Applied before ranking. `tags`: notes with ANY of these tags; `note_ids`: only these
-    notes; `updated_after`: notes changed after this instant."""
+    """Applied before ranking. `tags`: notes with ANY of these tags (compared as stored:
+    trimmed); `note_ids`: only these notes; `updated_after`: notes changed after this
+    instant."""
 
     model_config = ConfigDict(extra="forbid")
-    tags: list[str] | None = Field(None, max_length=100)
+    tags: list[Tag] | None = Field(None, max_length=100)
     note_ids: list[NoteIdStr] | None = Field(None, max_length=1000)
     updated_after: DateTimeStr | None = None
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else normalize_tags(clean_tags(v))
 
     @field_validator("note_ids")
     @classmethod

@@ -138,3 +138,29 @@ def test_cli_import_of_a_vault(make_settings: Any, tmp_path: Path) -> None:
             cli, ["import", str(vault / "image.png"), "--url", served.url, "--api-key", key]
         )
         assert bad.exit_code == 0 and "0 imported" in bad.output
+
+
+async def test_import_rejects_bad_fields_before_storing_anything(api: Api) -> None:
+    """The form's own fields are the request's: an unknown one, a part of the wrong kind or
+    a bad tag is a 422 for the whole request (it was a 200 listing every file as failed,
+    or, for an unknown field, an import that silently ignored it)."""
+    h = await api.new_user()
+    md = ("files", ("t.md", b"# T\n\nBody.", "text/markdown"))
+    cases: list[tuple[list[Any], dict[str, Any], str]] = [
+        ([md], {"tag": "ops"}, "unknown multipart field 'tag'"),
+        ([md], {"tags": "a\x00b"}, "tags"),
+        ([md], {"tags": "   "}, "tags"),
+        ([md], {"tags": "x" * 100}, "longer than 64"),
+        ([md], {"tags": [f"t{i}" for i in range(51)]}, "too many tags"),
+        ([], {"files": "not a file"}, "must be files"),
+        ([md, ("tags", ("t.txt", b"ops", "text/plain"))], {}, "must be text fields"),
+    ]
+    for files, data, detail in cases:
+        r = await api.client.post("/v1/notes/import", files=files, data=data, headers=h)
+        assert r.status_code == 422, (data, r.text)
+        assert r.json()["error"] == "validation_error"
+        assert detail in str(r.json()["detail"]), r.json()
+    assert await api.container.db.notes.count_documents({}) == 0
+    ok = await api.client.post("/v1/notes/import", files=[md], data={"tags": " ops "}, headers=h)
+    assert ok.status_code == 200, ok.text
+    assert ok.json()["imported"][0]["note"]["tags"] == ["ops"]

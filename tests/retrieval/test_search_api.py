@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -240,6 +241,50 @@ async def test_bad_search_requests(api: Api) -> None:
         ok = {"query": "x", "filters": {"updated_after": instant}}
         assert (await api.client.post("/v1/search", json=ok, headers=h)).status_code == 200
     assert (await api.client.post("/v1/search", json={"query": "x"})).status_code == 401
+
+
+# Parsed fine, but outside years 1-9999 once in UTC (a server error before: OverflowError in
+# the filter index, or in BSON encoding on the note-level path); then tags the database
+# cannot hold or no note can have.
+EDGE_FILTERS: tuple[dict[str, Any], ...] = (
+    {"updated_after": "0001-01-01T00:00:00+00:01"},
+    {"updated_after": "9999-12-31T23:59:59-23:59"},
+    {"tags": ["\ud800"]},
+    {"tags": [""]},
+    {"tags": ["   "]},
+    {"tags": ["a\u0000b"]},
+)
+
+
+@pytest.mark.parametrize("chunking", [True, False], ids=["chunks", "note_level"])
+async def test_filters_out_of_range_are_422_with_indexed_notes(
+    make_settings: Any, chunking: bool
+) -> None:
+    async with running_app(make_settings(chunking_enabled=chunking)) as api:
+        h = await api.new_user()
+        r = await api.client.post(
+            "/v1/notes",
+            json={"title": "Backups", "content_md": "Restore the backup nightly.", "tags": ["ops"]},
+            headers=h,
+        )
+        if chunking:
+            await wait_indexed(api, h, r.json()["id"])
+        modes = ("hybrid", "vector", "keyword") if chunking else ("hybrid",)
+        as_json = {**h, "content-type": "application/json"}  # raw: "\ud800" stays escaped
+        for filters in EDGE_FILTERS:
+            for mode in modes:
+                body = json.dumps({"query": "backup", "mode": mode, "filters": filters})
+                r = await api.client.post("/v1/search", content=body, headers=as_json)
+                assert r.status_code == 422, (filters, mode, r.text)
+                assert r.json()["error"] == "validation_error"
+            for path in ("/v1/chat/context", "/v1/chat"):
+                body = json.dumps({"message": "backup?", "filters": filters})
+                r = await api.client.post(path, content=body, headers=as_json)
+                assert r.status_code == 422, (path, filters, r.text)
+        # Tags are compared as stored (trimmed), and the earliest instant is fine.
+        ok = {"tags": ["  ops "], "updated_after": "0001-01-01T00:00:00Z"}
+        found = await search(api, h, "backup", filters=ok)
+        assert [n["title"] for n in found["results"]] == ["Backups"]
 
 
 async def test_embedding_outage_degrades_hybrid_to_keyword(
