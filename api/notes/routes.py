@@ -32,7 +32,11 @@ router = APIRouter(prefix="/v1/notes", tags=["notes"])
 
 OBJECT_ID_PATTERN = r"^[0-9a-fA-F]{24}$"
 IfMatch = Annotated[
-    str, Header(description="Expected version, e.g. 3", pattern=r'^(W/)?"?[0-9]{1,12}"?$')
+    str,
+    Header(
+        description='Expected version, e.g. 3 (or "3"); * = any current version',
+        pattern=r'^(\*|(W/)?"?[0-9]{1,12}"?)$',
+    ),
 ]
 NoteId = Annotated[str, Path(pattern=OBJECT_ID_PATTERN, description="Note id (24 hex digits)")]
 

@@ -40,8 +40,9 @@ def parse_note_id(value: str) -> ObjectId:
 
 
 def parse_if_match(value: str | None) -> int | None:
-    """`If-Match: 3`, `"3"` or `W/"3"` → 3; absent → None."""
-    if value is None:
+    """`If-Match: 3`, `"3"` or `W/"3"` → 3; absent or `*` (RFC 9110: any current version,
+    which an existing note always has) → None."""
+    if value is None or value.strip() == "*":
         return None
     raw = value.strip().removeprefix("W/").strip('"')
     if not raw.isdigit() or len(raw) > 12:

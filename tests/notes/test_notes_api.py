@@ -116,6 +116,12 @@ async def test_if_match(api: Api) -> None:
     assert bad.status_code == 422  # If-Match must be a version number (schema pattern)
     current = (await api.client.get(url, headers=h)).json()
     assert current["content_md"] == "v2" and current["version"] == 2
+    # RFC 9110: "*" matches any current version (it was a 422).
+    star = await api.client.patch(url, json={"content_md": "v3"}, headers={**h, "If-Match": "*"})
+    assert star.status_code == 200 and star.json()["version"] == 3
+    missing = url[:-6] + ("000000" if not url.endswith("000000") else "111111")
+    gone = await api.client.patch(missing, json={"content_md": "x"}, headers={**h, "If-Match": "*"})
+    assert gone.status_code == 404
 
 
 async def test_trash_restore_and_purge(api: Api) -> None:
