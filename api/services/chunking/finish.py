@@ -114,6 +114,10 @@ class Finisher:
         # (content starts with a non-blank character); others are always counted directly.
         self.additive = isinstance(tokenizer, TiktokenTokenizer | HuggingFaceTokenizer)
         self.byte_bound = isinstance(tokenizer, TiktokenTokenizer)
+        # Shortened breadcrumbs by (path, budget): a section's chunks ask again and again
+        # (a long title next to a small model input limit), and re-tokenising the path for
+        # every chunk made the cost chunks × breadcrumb length.
+        self._shortened: dict[tuple[tuple[str, ...], int], str] = {}
 
     def crumb(self, path: list[str]) -> Crumb:
         """The breadcrumb of a section; its token size is bounded by its UTF-8 length for
@@ -214,6 +218,13 @@ class Finisher:
         """The longest "… > tail of the path" breadcrumb that fits `budget` tokens."""
         if budget <= 1:
             return ""
+        key = (tuple(path), budget)
+        line = self._shortened.get(key)
+        if line is None:
+            line = self._shortened[key] = self._shorten_uncached(path, budget)
+        return line
+
+    def _shorten_uncached(self, path: list[str], budget: int) -> str:
         count = self.tokenizer.count
         for k in range(1, len(path)):
             line = "… > " + " > ".join(path[k:])

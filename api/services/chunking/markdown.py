@@ -18,10 +18,10 @@ import pyromark
 
 from api.services.chunking.finish import Crumb, Finisher, settle
 from api.services.chunking.models import MarkdownChunk
-from api.services.chunking.parse import Document, parse
+from api.services.chunking.parse import Document, heading_text, parse
 from api.services.chunking.pieces import Limits, Piece
 from api.services.chunking.split import Splitter
-from api.services.chunking.text import SourceText
+from api.services.chunking.text import SourceText, sanitize
 from api.services.chunking.token_index import TokenIndex
 from api.services.chunking.tokenizer import Tokenizer, default_tokenizer
 
@@ -50,15 +50,17 @@ def gc_paused() -> Iterator[None]:
 
 
 def clean_title(title: str | None) -> str:
-    """The note title as the first breadcrumb element ("" when blank)."""
-    return " ".join((title or "").split())
+    """The note title as the first breadcrumb element ("" when blank); lone surrogates
+    become U+FFFD, as in the content."""
+    return " ".join(sanitize(title or "").split())
 
 
 def heading_path(title: str, stack: list[tuple[int, str]]) -> list[str]:
     """Title + the open headings' texts; a first heading repeating the title is dropped,
     and empty headings (a bare `#`) are skipped."""
     texts = [text for _, text in stack if text]
-    if title and texts and texts[0].casefold() == title.casefold():
+    # A heading's text is cut at MAX_HEADING_CHARS: compare it with the title cut the same way.
+    if title and texts and texts[0].casefold() == heading_text(title).casefold():
         texts = texts[1:]
     return [title, *texts] if title else texts
 

@@ -162,7 +162,7 @@ def parse(src: SourceText) -> Document:
             if stack.pop() >= 0:
                 done = blocks[open_blocks.pop()]
                 if done is heading:
-                    done.text = _heading_text(heading_parts)
+                    done.text = heading_text("".join(heading_parts))
                     heading = None
         elif heading is not None:
             for key in _HEADING_TEXT_EVENTS:
@@ -182,8 +182,9 @@ def _add(blocks: list[Block], top: list[int], open_blocks: list[int], block: Blo
     return index
 
 
-def _heading_text(parts: list[str]) -> str:
-    text = " ".join("".join(parts).split())
+def heading_text(raw: str) -> str:
+    """A heading's breadcrumb text: whitespace collapsed, at most MAX_HEADING_CHARS."""
+    text = " ".join(raw.split())
     if len(text) > MAX_HEADING_CHARS:
         text = text[: MAX_HEADING_CHARS - 1].rstrip() + "…"
     return text

@@ -6,8 +6,13 @@ import json
 
 import pytest
 
-from api.services.chunking import MarkdownChunk, MarkdownChunker, get_chunker
-from tests.services.chunking.chunk_invariants import check_chunks
+from api.services.chunking import (
+    HuggingFaceTokenizer,
+    MarkdownChunk,
+    MarkdownChunker,
+    get_chunker,
+)
+from tests.services.chunking.chunk_invariants import check_chunks, minilm_tokenizer
 
 LOREM = (
     "Chunking decides what retrieval can find. Every sentence here is ordinary prose. "
@@ -76,6 +81,22 @@ def test_preamble_gets_the_title_and_blank_title_is_omitted() -> None:
 def test_a_first_heading_repeating_the_title_is_not_doubled() -> None:
     chunks = chunk("# My Note\n\nbody\n\n## Part\n\nmore\n", title="My  note")
     assert paths(chunks) == [["My note"], ["My note", "Part"]]
+
+
+def test_a_long_first_heading_repeating_the_title_is_not_doubled() -> None:
+    """Heading texts are cut at 256 characters; a longer title is compared cut the same
+    way (it appeared twice in the breadcrumb)."""
+    title = "word " * 60
+    chunks = chunk(f"# {title}\n\nBody text.\n", title=title)
+    assert paths(chunks) == [[title.strip()]]
+
+
+def test_a_title_with_a_lone_surrogate_is_cleaned_like_the_content() -> None:
+    # Only reachable through the library (the API's JSON parsing rejects it); it raised
+    # UnicodeEncodeError.
+    chunks = MarkdownChunker().chunk_note("body \ud800 text", "a\ud800")
+    assert paths(chunks) == [["a\ufffd"]]
+    assert chunks[0].content_md == "body \ufffd text"
 
 
 def test_heading_text_is_plain_text_and_empty_headings_are_skipped() -> None:
@@ -395,6 +416,35 @@ def test_long_breadcrumbs_are_shortened_never_the_content() -> None:
         assert c.embedding_text.endswith("\n\n" + c.content_md)
         assert c.embedding_text.startswith("… > ")
     assert "".join(c.content_md for c in chunks).replace(" ", "") == (LOREM * 3).replace(" ", "")
+
+
+def test_a_shortened_breadcrumb_is_worked_out_once_per_budget_not_per_chunk() -> None:
+    """A long title beside the local model's 254-token input limit: every chunk needs the
+    shortened breadcrumb, which re-tokenised the title for each chunk (1.12 M characters
+    tokenised for this 179 KB note; 0.45 M once shortenings are reused)."""
+    tokenized = [0]
+
+    class Counting(HuggingFaceTokenizer):
+        def count(self, text: str) -> int:
+            tokenized[0] += len(text)
+            return super().count(text)
+
+        def count_batch(self, texts: list[str]) -> list[int]:
+            tokenized[0] += sum(map(len, texts))
+            return super().count_batch(texts)
+
+    tokenizer = Counting(minilm_tokenizer().backend, "minilm")
+    chunker = MarkdownChunker(tokenizer=tokenizer, max_input_tokens=254)
+    body = "".join(f"Sentence number {i} is here. " for i in range(6000))
+    title = " ".join(f"titleword{i}" for i in range(120))
+    chunks = chunker.chunk_note(body, title)
+    spent = tokenized[0]
+    check_chunks(chunks, body, title, chunker)
+    assert len(chunks) > 200 and all(
+        c.embedding_text.endswith("…\n\n" + c.content_md) for c in chunks
+    )
+    # Each chunk's content is counted about twice (alone, then with its breadcrumb).
+    assert spent < 3 * len(body)
 
 
 def test_embedding_text_and_hash() -> None:
