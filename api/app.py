@@ -3,6 +3,7 @@ lifespan that owns every client (database, embedded server, models, workers)."""
 
 from __future__ import annotations
 
+import copy
 import hmac
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -253,6 +254,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     return app
 
 
+NOTE_BODIES = ("NoteCreate", "NotePatch")
+
+
 def _document_configured_limits(app: FastAPI, settings: Settings) -> None:
     """The OpenAPI document states the limits this deployment enforces (tag count and
     length are settings), so clients and schema-driven tests see the real contract."""
@@ -260,9 +264,13 @@ def _document_configured_limits(app: FastAPI, settings: Settings) -> None:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            schema = base()
-            for name in ("NoteCreate", "NotePatch"):
-                tags = schema["components"]["schemas"][name]["properties"]["tags"]
+            # A copy: `openapi_extra` bodies (the import form) are module-level dicts shared
+            # by every app built in this process, each with its own limits.
+            schema = copy.deepcopy(base())
+            arrays = [schema["components"]["schemas"][n]["properties"]["tags"] for n in NOTE_BODIES]
+            form = schema["paths"]["/v1/notes/import"]["post"]["requestBody"]["content"]
+            arrays.append(form["multipart/form-data"]["schema"]["properties"]["tags"])
+            for tags in arrays:
                 for array in [tags, *tags.get("anyOf", [])]:
                     if array.get("type") == "array":
                         array["maxItems"] = settings.autonote_max_tags

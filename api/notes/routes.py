@@ -26,7 +26,7 @@ from api.notes.models import (
     NoteSummary,
 )
 from api.notes.service import CURSOR_PATTERN
-from api.schemas import AUTHED, errors
+from api.schemas import AUTHED, TEXT_PATTERN, errors
 
 router = APIRouter(prefix="/v1/notes", tags=["notes"])
 
@@ -82,7 +82,12 @@ IMPORT_BODY = {
                     },
                     "tags": {
                         "type": "array",
-                        "items": {"type": "string", "minLength": 1, "maxLength": 512},
+                        "items": {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": 512,
+                            "pattern": TEXT_PATTERN,
+                        },
                         "description": "Tags added to every note",
                     },
                 },

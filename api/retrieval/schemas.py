@@ -41,12 +41,16 @@ def _rfc3339(value: object) -> object:
 
 
 def _in_utc(value: datetime) -> datetime:
-    """The instant in UTC, which is how it is compared and stored; an offset that moves it
-    outside years 1-9999 (0001-01-01T00:00:00+00:01) is out of range, not a server error."""
+    """The instant in UTC, which is how it is compared and stored. An offset can move a
+    valid RFC 3339 instant outside the years 1-9999 Python and BSON can hold
+    (0001-01-01T00:00:00+00:01 is in year 0 in UTC): such an instant is before or after
+    every note, so it is clamped to the first or last representable one (it was an
+    OverflowError, a 500)."""
     try:
         return value.astimezone(UTC)
     except OverflowError:
-        raise ValueError("date-time out of range once converted to UTC") from None
+        edge = datetime.min if value.year == datetime.min.year else datetime.max
+        return edge.replace(tzinfo=UTC)
 
 
 DateTimeStr = Annotated[datetime, BeforeValidator(_rfc3339), AfterValidator(_in_utc)]
