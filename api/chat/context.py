@@ -28,6 +28,7 @@ class Citation:
     end_offset: int
     snippet: str
     text: str  # the section text given to the model (possibly cut to fit the budget)
+    note_version: int | None = None  # the version the offsets index
 
 
 def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
@@ -93,6 +94,7 @@ def build_context(
             end_offset=section.end_offset,
             snippet=snippet(section.content_md),
             text=section.content_md,
+            note_version=section.note_version,
         )
         block = section_block(citation)
         cost = count_tokens(block) + 2

@@ -74,6 +74,9 @@ class CitationOut(BaseModel):
     start_offset: int
     end_offset: int
     snippet: str
+    note_version: int | None = Field(
+        None, description="The note version the offsets index (see search's matching_chunks)"
+    )
 
 
 class ChatResponse(BaseModel):

@@ -178,6 +178,7 @@ def citation_dict(c: Citation) -> dict[str, Any]:
         "start_offset": c.start_offset,
         "end_offset": c.end_offset,
         "snippet": c.snippet,
+        "note_version": c.note_version,
     }
 
 

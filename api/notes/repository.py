@@ -186,7 +186,9 @@ class NotesSearchQueries:
         a note trashed, purged or owned by someone else is never returned)."""
         if not note_ids:
             return []
-        projection = {**SEARCH_META, "content_md": 1} if with_content else SEARCH_META
+        # With the text, its version: a caller cutting it at chunk offsets must know which
+        # version the text is (an edit not yet indexed moves everything).
+        projection = {**SEARCH_META, "content_md": 1, "version": 1} if with_content else SEARCH_META
         cursor = self.collection.find(
             {"_id": {"$in": note_ids}, "author_id": author_id, "status": "active"}, projection
         )
@@ -214,7 +216,7 @@ class NotesSearchQueries:
         cursor = (
             self.collection.find(
                 {"author_id": author_id, "status": "active", **(query or {})},
-                {**SEARCH_META, "content_md": 1},
+                {**SEARCH_META, "content_md": 1, "version": 1},
             )
             .sort("updated_at", -1)
             .limit(limit)

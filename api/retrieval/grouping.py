@@ -235,4 +235,5 @@ def _section(run: list[ChunkHit], scorer: NoteScorer, content: str | None) -> Se
         start_offset=start,
         end_offset=end,
         score=scorer([h.score for h in run]),
+        note_version=first.note_version,
     )

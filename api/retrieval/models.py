@@ -184,6 +184,9 @@ class SectionMatch:
     start_offset: int
     end_offset: int
     score: float
+    # The note version whose content_md the offsets index (its indexed version; the note
+    # may have been edited since). None when unknown.
+    note_version: int | None = None
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)

@@ -137,6 +137,11 @@ class MatchingChunk(BaseModel):
     start_offset: int = Field(description="Character offset into the note's content_md")
     end_offset: int
     score: float
+    note_version: int | None = Field(
+        None,
+        description="The note version these offsets index: its indexed version. A note "
+        "edited since (a higher `version`) is being re-indexed and its text has moved.",
+    )
 
 
 class NoteHit(BaseModel):
@@ -167,6 +172,7 @@ class NoteHit(BaseModel):
                     start_offset=s.start_offset,
                     end_offset=s.end_offset,
                     score=s.score,
+                    note_version=s.note_version,
                 )
                 for s in r.matching_chunks
             ],

@@ -235,7 +235,16 @@ class RetrievalService:
             full = await self.notes.active_metas(
                 author_id, [ObjectId(n) for n in needs_content], with_content=True
             )
-            contents = {str(d["_id"]): d.get("content_md", "") for d in full}
+            # Only text of the version the chunks were cut from: after an edit that is not
+            # indexed yet, the chunks' offsets index the OLD text, and cutting the new one
+            # there gave the model (and the snippet) unrelated text. Those sections are
+            # rebuilt from the chunks' own text instead.
+            versions = {h.note_id: h.note_version for h in hits}
+            contents = {
+                str(d["_id"]): d.get("content_md", "")
+                for d in full
+                if int(d.get("version") or 1) == versions.get(str(d["_id"]))
+            }
         return group_by_note(
             hits,
             metas,
@@ -299,6 +308,7 @@ def note_level_results(docs: list[dict[str, Any]], query: str, limit: int) -> li
                         start_offset=0,
                         end_offset=len(content),
                         score=score,
+                        note_version=int(doc.get("version") or 1),
                     )
                 ],
             )

@@ -360,3 +360,60 @@ async def test_recheck_walks_past_candidate_notes_the_database_no_longer_serves(
     for limit, want in [(1, kept[:1]), (2, kept[:2]), (5, kept)]:
         body = await search(api, h, "zebra migration", limit=limit, mode="keyword")
         assert [r["note_id"] for r in body["results"]] == want
+
+
+ROOMS = "The orchid meeting room booking policy requires approval from facilities. " * 25
+ROOMS_NOTE = (
+    "## Alpha\n\nShort alpha text about bluebird.\n\n## Rooms\n\n"
+    + "\n\n".join(
+        [ROOMS, ROOMS.replace("approval", "sign-off"), ROOMS.replace("facilities", "the office")]
+    )
+    + "\n"
+)
+
+
+async def test_an_edit_not_yet_indexed_never_moves_the_cited_text(make_settings: Any) -> None:
+    """Between an edit and its re-index, search serves the indexed version's chunks. Their
+    offsets index the OLD text: a merged section used to be cut from the NEW text at those
+    offsets, handing the model and the snippet unrelated text. Sections now keep the text of
+    the version they index, and say which version that is (`note_version`)."""
+    from tests.migration.support import run_in_process
+
+    settings = make_settings(autonote_index_workers=0)  # nothing re-indexes behind our back
+    async with running_app(settings) as api:
+        h = await api.new_user()
+        created = await api.client.post(
+            "/v1/notes", json={"title": "Rooms", "content_md": ROOMS_NOTE}, headers=h
+        )
+        note_id = created.json()["id"]
+        code, _ = await run_in_process(settings)  # index version 1
+        assert code == 0
+        query = {"query": "orchid meeting room booking policy approval", "chunks_per_note": 3}
+
+        async def sections() -> list[dict[str, Any]]:
+            # The in-process index picks up the migration's commits by polling.
+            for _ in range(200):
+                r = await api.client.post("/v1/search", json=query, headers=h)
+                assert r.status_code == 200, r.text
+                if r.json()["results"]:
+                    return r.json()["results"][0]["matching_chunks"]
+                await asyncio.sleep(0.05)
+            raise AssertionError("the indexed note never became searchable")
+
+        before = await sections()
+        assert any(len(s["chunk_ids"]) > 1 for s in before)  # a merged run of chunks
+        assert all(ROOMS_NOTE[s["start_offset"] : s["end_offset"]] == s["content"] for s in before)
+        edited = "## Preface\n\n" + "Filler about gardening tomatoes. " * 10 + "\n\n" + ROOMS_NOTE
+        r = await api.client.patch(f"/v1/notes/{note_id}", json={"content_md": edited}, headers=h)
+        assert r.status_code == 200 and r.json()["version"] == 2
+        after = await sections()
+        assert any("orchid" in s["content"] and len(s["chunk_ids"]) > 1 for s in after)
+        for s in after:  # version 1's text only: nothing of the new preface
+            assert s["note_version"] == 1
+            assert "tomatoes" not in s["content"] and "Filler" not in s["content"]
+        context = await api.client.post(
+            "/v1/chat/context", json={"message": query["query"]}, headers=h
+        )
+        body = context.json()
+        assert "tomatoes" not in body["context"], body["context"][:400]
+        assert {c["note_version"] for c in body["citations"]} == {1}
