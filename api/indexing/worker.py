@@ -40,6 +40,10 @@ class IndexWorkers:
         self._stop = asyncio.Event()
         self._loops: list[asyncio.Task[None]] = []
         self._maintainer: asyncio.Task[None] | None = None
+        # Set once a maintenance pass (the first includes the orphan sweep) has finished:
+        # whoever plants chunks of a missing note on purpose (tests) waits for it, or the
+        # startup sweep may delete them under their feet.
+        self.maintained = asyncio.Event()
 
     def wake(self) -> None:
         """A note changed: stop waiting for the next poll."""
@@ -129,6 +133,7 @@ class IndexWorkers:
                 )
                 if loop.time() - last_orphan_sweep > ORPHAN_SWEEP_EVERY_S:
                     last_orphan_sweep = loop.time()
+                self.maintained.set()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
