@@ -59,10 +59,12 @@ def set_offline_env() -> None:
 
 @dataclass(slots=True)
 class Timing:
-    """Seconds of each repeated run of one competitor."""
+    """Seconds of each repeated run of one competitor: wall clock (`samples`) and the
+    process's CPU time over all its threads (`cpu_samples`, same rounds)."""
 
     name: str
     samples: list[float] = field(default_factory=list)
+    cpu_samples: list[float] = field(default_factory=list)
 
     @property
     def median(self) -> float:
@@ -72,21 +74,27 @@ class Timing:
     def best(self) -> float:
         return min(self.samples)
 
-    def ratio_to(self, other: Timing) -> float:
+    def ratio_to(self, other: Timing, *, cpu: bool = False) -> float:
         """Median over rounds of this run's time / `other`'s in the same round (samples of
         `time_interleaved` are aligned by round). Pairing cancels the machine's slow speed
-        drift, which a ratio of two medians taken minutes apart does not."""
-        pairs = list(zip(self.samples, other.samples, strict=True))
+        drift, which a ratio of two medians taken minutes apart does not. `cpu` compares
+        CPU time instead of wall-clock time."""
+        mine, theirs = (
+            (self.cpu_samples, other.cpu_samples) if cpu else (self.samples, other.samples)
+        )
+        pairs = list(zip(mine, theirs, strict=True))
         return statistics.median(a / b for a, b in pairs)
 
 
-def _timed_call(fn: Callable[[], Any]) -> float:
+def _timed_call(fn: Callable[[], Any]) -> tuple[float, float]:
+    """(wall seconds, process CPU seconds) of one call."""
     gc.collect()
     gc.disable()
     try:
+        cpu = time.process_time()
         start = time.perf_counter()
         fn()
-        return time.perf_counter() - start
+        return time.perf_counter() - start, time.process_time() - cpu
     finally:
         gc.enable()
 
@@ -112,7 +120,9 @@ def time_interleaved(
         for round_no in range(repeats):
             shift = round_no % len(names)
             for name in names[shift:] + names[:shift]:
-                timings[name].samples.append(_timed_call(competitors[name]))
+                wall, cpu = _timed_call(competitors[name])
+                timings[name].samples.append(wall)
+                timings[name].cpu_samples.append(cpu)
     finally:
         gc.unfreeze()
     return timings

@@ -200,6 +200,8 @@ def test_chunking_benchmark_smoke() -> None:
     assert [r[1] for r in rows] == ["×1", "×2"]
     text = render({200: results}, rows, [])
     assert "ours / floor" in text and "Structure quality at 200" in text
+    assert "ours / floor (CPU)" in text and "ours CPU / ours wall" in text
+    assert all(t.cpu_samples and len(t.cpu_samples) == len(t.samples) for t in res.timings.values())
     assert "Linear scaling" in text
 
 

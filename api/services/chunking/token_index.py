@@ -20,12 +20,19 @@ A slice's exact count is therefore the in-context token count between its first 
 such boundary plus the direct counts of the short edges outside them (a word or a line).
 The property is checked against direct counts on random text by the tests. Other
 tokenizers get exact counts from one batched encode of the slices.
+
+The same property makes the one pass divisible: the token ids of a long note are those of
+its two halves, cut at a universal boundary, laid end to end. `TokenIndex.alongside` encodes
+the second half on the tokenizer's helper thread (tiktoken releases the GIL) while this
+thread parses the note and encodes the first half, so a long note waits for about half an
+encoding plus the parse instead of both in full. The CPU spent is the same.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import numpy as np
 
@@ -34,6 +41,10 @@ from api.services.chunking.tokenizer import HuggingFaceTokenizer, TiktokenTokeni
 
 # Encodings whose pre-tokeniser has the boundary property (see above).
 _BOUNDARY_ENCODINGS = frozenset({"tiktoken:cl100k_base", "tiktoken:o200k_base"})
+# Below this a hand-off to the helper thread (tens of microseconds) is not worth it.
+_SPLIT_ENCODE_MIN_BYTES = 1 << 14
+
+T = TypeVar("T")
 
 
 class TokenIndex:
@@ -41,17 +52,27 @@ class TokenIndex:
 
     __slots__ = ("_ends", "_ends_list", "_ratio", "_safe", "src", "tokenizer", "total")
 
-    def __init__(self, tokenizer: Tokenizer, src: SourceText) -> None:
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        src: SourceText,
+        *,
+        ids: np.ndarray | None = None,
+        safe: np.ndarray | None = None,
+    ) -> None:
+        """Index `src`; `ids` and `safe` pass in the token ids and universal boundaries
+        when `alongside` already worked them out."""
         self.tokenizer = tokenizer
         self.src = src
         self._safe: np.ndarray | None = None
         self._ratio = 0.0
         ends: np.ndarray | None = None
         if isinstance(tokenizer, TiktokenTokenizer):
-            ids = tokenizer.encode_array(src.text)
+            if ids is None:
+                ids = tokenizer.encode_array(src.text)
             ends = np.cumsum(tokenizer.byte_lengths[ids])
             if tokenizer.name in _BOUNDARY_ENCODINGS and len(src.arr) > 1:
-                self._safe = universal_boundaries(src.arr)
+                self._safe = universal_boundaries(src.arr) if safe is None else safe
         elif isinstance(tokenizer, HuggingFaceTokenizer):
             ends = src.byte_offsets(tokenizer.token_char_ends(src.text))
         self._ends = ends
@@ -62,6 +83,40 @@ class TokenIndex:
         else:
             self.total = len(ends)
         self._ends_list: list[int] = [] if ends is None else ends.tolist()
+
+    @classmethod
+    def alongside(
+        cls, tokenizer: Tokenizer, src: SourceText, work: Callable[[], T]
+    ) -> tuple[TokenIndex, T]:
+        """The index of `src` and the result of `work()`, run on this thread meanwhile.
+
+        For a long note and a boundary encoding, the half after the universal boundary
+        nearest the middle is encoded on the tokenizer's helper thread while `work()` (the
+        parse) and the first half run here (module docstring). If the helper is still busy
+        with another note's half when this thread gets to it, this thread encodes it itself.
+        """
+        if not (
+            isinstance(tokenizer, TiktokenTokenizer)
+            and tokenizer.name in _BOUNDARY_ENCODINGS
+            and len(src) >= _SPLIT_ENCODE_MIN_BYTES
+        ):
+            result = work()
+            return cls(tokenizer, src), result
+        safe = universal_boundaries(src.arr)
+        i = min(int(np.searchsorted(safe, len(src) // 2)), len(safe) - 1)
+        if i < 0:  # no universal boundary at all (e.g. one enormous CJK line)
+            result = work()
+            return cls(tokenizer, src, safe=safe), result
+        cut = src.char_offset(int(safe[i]))
+        text = src.text
+        later = tokenizer.helper.submit(tokenizer.encode_array, text[cut:])
+        try:
+            result = work()
+            first = tokenizer.encode_array(text[:cut])
+        finally:
+            pending = later.cancel()
+        second = tokenizer.encode_array(text[cut:]) if pending else later.result()
+        return cls(tokenizer, src, ids=np.concatenate((first, second)), safe=safe), result
 
     def at(self, positions: np.ndarray | Sequence[int]) -> np.ndarray:
         """Estimated number of tokens before each byte position (non-decreasing)."""

@@ -14,6 +14,7 @@ again until all fit.
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -93,6 +94,9 @@ class TiktokenTokenizer:
     def __init__(self, encoding: tiktoken.Encoding) -> None:
         self._enc = encoding
         self.name = f"tiktoken:{encoding.name}"
+        # Encodes part of a long note while the chunker parses it (`TokenIndex.alongside`);
+        # the thread starts on first use and idles between notes.
+        self.helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tiktoken-helper")
 
     @property
     def encoding(self) -> tiktoken.Encoding:
