@@ -32,6 +32,7 @@ from api.indexing.chunks_repository import ChunksRepository
 from api.indexing.records import backoff_seconds, chunk_document, index_fields, index_stats
 from api.indexing.vectors import to_bson_vector
 from api.notes.queue import IndexQueue
+from api.notes.versioning import whole_version
 from connectors.embeddings.base import EmbeddingError
 
 log = structlog.get_logger(__name__)
@@ -186,7 +187,7 @@ class Reconciler:
     # ---- the work ---------------------------------------------------------------------
     async def _index(self, note: dict[str, Any], token: str) -> dict[str, Any] | None:
         started = time.perf_counter()
-        note_id, version = note["_id"], int(note.get("version") or 1)
+        note_id, version = note["_id"], whole_version(note.get("version"))
         if note.get("status") != "active":
             return await self._remove(note, token, started)
 

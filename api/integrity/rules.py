@@ -20,6 +20,8 @@ from typing import Any, Literal
 from bson import ObjectId
 from bson.binary import Binary
 
+from api.notes.versioning import whole_version
+
 Kind = Literal[
     "index_behind",  # indexed, but indexed_version != version
     "not_queued",  # active note neither indexed nor queued (legacy, unknown status)
@@ -225,7 +227,7 @@ def _duplicates(chunks: list[dict[str, Any]], acc: _Acc) -> set[Any]:
 
 def _note_state(note: dict[str, Any], expect: Expectations, acc: _Acc) -> None:
     status = note.get("index_status")
-    version = int(note.get("version") or 1)
+    version = whole_version(note.get("version"))
     if status == "failed":
         error = str(note.get("index_error") or "no error recorded")[:200]
         acc.add("failed", f"indexing failed: {error}", requeue=False)
@@ -262,7 +264,7 @@ def _chunk_problems(
         problem = vector_problem(chunk.get("embedding"), dims) if dims else "unknown dimensions"
         if problem:
             acc.add("bad_vector", f"chunk {cid}: {problem}", cid, delete=True)
-    if chunk.get("note_version") != int(note.get("version") or 1):
+    if chunk.get("note_version") != whole_version(note.get("version")):
         # The note was edited since: its text is the next version's, these chunks still
         # (rightly) describe the indexed one until the reconciler flips.
         return
@@ -281,7 +283,7 @@ def _stale_versions(
 ) -> None:
     """Chunks outside the indexed version of a note nobody is indexing: orphans."""
     indexed = note.get("indexed_version")
-    version = int(note.get("version") or 1)
+    version = whole_version(note.get("version"))
     status = note.get("index_status")
     for c in chunks:
         if c.get("note_version") == indexed or c["_id"] in extra:

@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from bson import ObjectId
 
+from api.notes.versioning import WHOLE_VERSION
+
 Reason = Literal[
     "legacy", "failed", "never_indexed", "stale_model", "stale_chunker", "behind", "queued"
 ]
@@ -73,7 +75,8 @@ class Selection:
             "index_status": "indexed",
             "chunking_version": self.chunking_version,
             "embedding_model": self.embedding_model,
-            # A legacy note without `version` is version 1 (what the reconciler assumes).
+            # A legacy note without `version` is version 1 (what the reconciler assumes);
+            # one whose `version` is stored as "3" is selected so enqueueing stores 3.
             "$expr": {"$eq": ["$indexed_version", {"$ifNull": ["$version", 1]}]},
         }
 
@@ -104,15 +107,16 @@ def enqueue_update(now: datetime) -> list[dict[str, Any]]:
     """Put a note on the indexing queue WITHOUT clobbering anything.
 
     Only missing fields are filled (`version` → 1, `updated_at` → `created_at`, the index
-    fields → their empty values); title, content, tags and an existing `version` are never
-    written, so an edit the API makes at any moment survives whichever write lands first:
+    fields → their empty values); title, content and tags are never written, and an existing
+    `version` only changes type (a legacy "3" or 3.0 becomes 3: `WHOLE_VERSION`), so an
+    edit the API makes at any moment survives whichever write lands first:
     the API's writes also just set `pending`, and versions only grow. The attempt budget is
     reset, so `failed` notes and notes whose workers died are retried.
     """
     return [
         {
             "$set": {
-                "version": _fill("version", 1),
+                "version": WHOLE_VERSION,
                 "updated_at": {"$ifNull": ["$updated_at", _fill("created_at", now)]},
                 "changed_at": _fill("changed_at", now),
                 "indexed_version": _fill("indexed_version", None),
@@ -157,7 +161,10 @@ def reason(note: dict[str, Any], chunking_version: str, embedding_model: str) ->
         return "stale_model"
     if note.get("chunking_version") != chunking_version:
         return "stale_chunker"
-    if note.get("indexed_version") != (note.get("version") or 1):
+    stored = note.get("version")
+    if stored is not None and (isinstance(stored, bool) or not isinstance(stored, int)):
+        return "legacy"  # a version stored as "3" or 3.0: enqueueing makes it 3
+    if note.get("indexed_version") != (stored or 1):
         return "behind"
     return "queued"
 

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from api.notes.versioning import whole_version
 from api.schemas import TEXT_PATTERN, Tag, clean_tags, utf8_clean
 
 NoteStatus = Literal["active", "trashed"]
@@ -139,7 +140,7 @@ class NoteOut(BaseModel):
             content_md=doc.get("content_md", ""),
             tags=list(doc.get("tags") or []),
             status=doc.get("status", "active"),
-            version=int(doc.get("version") or 1),
+            version=whole_version(doc.get("version")),
             created_at=doc["created_at"],
             updated_at=doc.get("updated_at") or doc["created_at"],
             index_status=doc.get("index_status") or "pending",

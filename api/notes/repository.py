@@ -10,6 +10,8 @@ from bson import ObjectId
 from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 
+from api.notes.versioning import WHOLE_VERSION
+
 _LIST_PROJECTION = {"content_md": 0}
 
 
@@ -86,8 +88,8 @@ class NotesRepository:
         really change. One pipeline update, so 50 concurrent PATCHes cannot lose a bump."""
         query: dict[str, Any] = {"_id": note_id, "author_id": author_id}
         if expected_version is not None:
-            # A legacy note without `version` is version 1.
-            query["version"] = {"$in": [1, None]} if expected_version == 1 else expected_version
+            # Compared as read (`whole_version`): a legacy note without `version` is 1.
+            query["$expr"] = {"$eq": [WHOLE_VERSION, expected_version]}
         content_tests = [
             {"$ne": [f"${field}", _lit(changes[field])]}
             for field in ("title", "content_md")
@@ -106,13 +108,9 @@ class NotesRepository:
             {"$set": {"_changed": changed, "_tags_changed": tags_changed}},
             {
                 "$set": {
-                    # Legacy notes (written before versioning) count as version 1.
+                    # Legacy notes (no `version`, or "3") are stored as a whole number.
                     "version": {
-                        "$cond": [
-                            "$_changed",
-                            {"$add": [{"$ifNull": ["$version", 1]}, 1]},
-                            {"$ifNull": ["$version", 1]},
-                        ]
+                        "$cond": ["$_changed", {"$add": [WHOLE_VERSION, 1]}, WHOLE_VERSION]
                     },
                     "changed_at": if_requeue(now, "changed_at"),
                     "index_status": if_requeue(index_status, "index_status"),

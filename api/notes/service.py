@@ -15,6 +15,7 @@ from api.errors import BadRequest, NotFound, PayloadTooLarge, PreconditionFailed
 from api.indexing.chunks_repository import ChunksRepository
 from api.notes.models import NoteCreate, NotePatch
 from api.notes.repository import NotesRepository, pending_fields
+from api.notes.versioning import whole_version
 from api.schemas import normalize_tags
 from api.users.models import User
 from api.users.service import parse_object_id
@@ -208,7 +209,7 @@ class NotesService:
             current = await self._repo.get(oid, user.id)
             if current is None:
                 raise NotFound("note not found")
-            current_version = current.get("version") or 1
+            current_version = whole_version(current.get("version"))
             raise PreconditionFailed(
                 f"If-Match version {expected} does not match current version {current_version}"
             )

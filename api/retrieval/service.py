@@ -18,6 +18,7 @@ from bson import ObjectId
 from api import observability as obs
 from api.errors import ServiceUnavailable
 from api.notes.repository import NotesSearchQueries
+from api.notes.versioning import whole_version
 from api.retrieval.backends import Mode, QueryVector, SearchBackend
 from api.retrieval.fusion import fuse_chunk_lists
 from api.retrieval.grouping import group_by_note, rank_note_ids
@@ -243,7 +244,7 @@ class RetrievalService:
             contents = {
                 str(d["_id"]): d.get("content_md", "")
                 for d in full
-                if int(d.get("version") or 1) == versions.get(str(d["_id"]))
+                if whole_version(d.get("version")) == versions.get(str(d["_id"]))
             }
         return group_by_note(
             hits,
@@ -308,7 +309,7 @@ def note_level_results(docs: list[dict[str, Any]], query: str, limit: int) -> li
                         start_offset=0,
                         end_offset=len(content),
                         score=score,
-                        note_version=int(doc.get("version") or 1),
+                        note_version=whole_version(doc.get("version")),
                     )
                 ],
             )

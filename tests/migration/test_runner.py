@@ -80,3 +80,17 @@ async def test_notes_trashed_or_purged_mid_run_are_skipped(
     assert MigrationSummary(stats, 1.0).exit_code == 0
     await check_all_indexed(db, chunker, [ids[0], ids[3]])
     assert await db.note_chunks.count_documents({"note_id": {"$in": ids[1:3]}}) == 0
+
+
+async def test_a_string_version_is_indexed_once_not_on_every_run(
+    settings: Settings, db: AsyncDatabase
+) -> None:
+    ids = await insert_legacy(db, 3, [ObjectId()])
+    await db.notes.update_one({"_id": ids[0]}, {"$set": {"version": "3"}})
+    code, first = await run_in_process(settings, concurrency=1)
+    assert code == 0 and (first["selected"], first["indexed"]) == (3, 3), first
+    note = await db.notes.find_one({"_id": ids[0]})
+    assert (note["version"], note["indexed_version"]) == (3, 3)
+    await check_all_indexed(db, chunker_for(settings), ids)
+    code, second = await run_in_process(settings, concurrency=1)
+    assert code == 0 and second["selected"] == 0, second

@@ -12,6 +12,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from api.migration.selection import Selection, reason, settle
 from api.notes.migration_queue import MigrationNotes
+from api.notes.versioning import whole_version
 
 CV, MODEL = "chunker:v2", "model@384"
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
@@ -299,3 +300,21 @@ def test_settle_waits_for_the_later_of_lease_and_retry() -> None:
         "next_attempt_at": NOW + timedelta(seconds=3),
     }
     assert settle(retry, NOW, 5).wait_s == pytest.approx(3)
+
+
+async def test_enqueue_makes_a_legacy_version_a_whole_number(db: AsyncDatabase) -> None:
+    # A string or fractional `version` never equals the integer `indexed_version`: left as
+    # it is, the note would be re-selected by every run.
+    cases = {"3": 3, "abc": 1, 4.0: 4, 2.7: 2, -5: 1, 0: 1, None: 1, 9: 9}
+    ids = {}
+    for raw, _ in cases.items():
+        doc = indexed(index_status="failed", indexed_version=None)
+        doc["version"] = raw
+        ids[raw] = (await db.notes.insert_one(doc)).inserted_id
+    assert await MigrationNotes(db).enqueue(list(ids.values()), Selection(CV, MODEL), NOW) == len(
+        cases
+    )
+    for raw, want in cases.items():
+        got = (await db.notes.find_one({"_id": ids[raw]}))["version"]
+        assert (got, type(got)) == (want, int), raw
+        assert whole_version(raw) == want, raw  # what every reader makes of it

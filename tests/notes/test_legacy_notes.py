@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+from bson import ObjectId
+
 from tests.conftest import Api
 
 
 async def test_legacy_note_reads_and_updates(api: Api) -> None:
     h = await api.new_user()
     me = (await api.client.get("/v1/me", headers=h)).json()
-    from bson import ObjectId
-
     legacy = {
         "title": "Old note",
         "content_md": "## Kept\n\nfrom the old system",
@@ -35,3 +36,38 @@ async def test_legacy_note_reads_and_updates(api: Api) -> None:
     stale = await api.client.patch(url, json={"content_md": "x"}, headers={**h, "If-Match": "1"})
     assert stale.status_code == 412
     assert (await api.container.db.notes.find_one({"_id": oid}))["version"] == 2
+
+
+@pytest.mark.parametrize(("stored", "read"), [("3", 3), (4.0, 4), ("x", 1), (0, 1)])
+async def test_a_malformed_legacy_version_reads_and_edits_as_a_whole_number(
+    api: Api, stored: object, read: int
+) -> None:
+    # The legacy system left `version` as a string or a double on some notes.
+    h = await api.new_user()
+    me = (await api.client.get("/v1/me", headers=h)).json()
+    oid = (
+        await api.container.db.notes.insert_one(
+            {
+                "title": "Old",
+                "content_md": "text",
+                "author_id": ObjectId(me["user_id"]),
+                "tags": [],
+                "status": "active",
+                "created_at": datetime(2024, 1, 2, tzinfo=UTC),
+                "version": stored,
+            }
+        )
+    ).inserted_id
+    url = f"/v1/notes/{oid}"
+    got = await api.client.get(url, headers=h)
+    assert got.status_code == 200 and got.json()["version"] == read
+    wrong = str(read + 1)
+    stale = await api.client.patch(url, json={"content_md": "x"}, headers={**h, "If-Match": wrong})
+    assert stale.status_code == 412 and f"current version {read}" in stale.json()["detail"]
+    assert (await api.container.db.notes.find_one({"_id": oid}))["version"] == stored
+    ok = await api.client.patch(
+        url, json={"content_md": "new"}, headers={**h, "If-Match": str(read)}
+    )
+    assert ok.status_code == 200 and ok.json()["version"] == read + 1
+    stored_now = (await api.container.db.notes.find_one({"_id": oid}))["version"]
+    assert (stored_now, type(stored_now)) == (read + 1, int)
