@@ -69,14 +69,23 @@ def floor_competitor() -> Competitor:
     return Competitor("floor (parse+encode)", run, None, True)
 
 
-def ours_competitor(max_tokens: int, title: str = NOTE_TITLE) -> Competitor:
-    """Our chunker, sized in cl100k tokens (OpenAI embeddings' tokenizer)."""
-    from api.services.chunking import MarkdownChunker
-    from api.services.chunking.tokenizer import tiktoken_tokenizer
+OURS_ONE_THREAD = "ours, one thread"
 
+
+def ours_competitor(
+    max_tokens: int, title: str = NOTE_TITLE, *, helper_thread: bool = True
+) -> Competitor:
+    """Our chunker, sized in cl100k tokens (OpenAI embeddings' tokenizer); with
+    `helper_thread=False` (named OURS_ONE_THREAD) it does all its work on one thread."""
+    from api.services.chunking import MarkdownChunker
+    from api.services.chunking.tokenizer import TiktokenTokenizer, tiktoken_tokenizer
+
+    tokenizer = tiktoken_tokenizer("cl100k_base")
+    if not helper_thread:
+        tokenizer = TiktokenTokenizer(tokenizer.encoding, helper_thread=False)
     chunker = MarkdownChunker(
         max_chunk_tokens=max_tokens,
-        tokenizer=tiktoken_tokenizer("cl100k_base"),
+        tokenizer=tokenizer,
         max_input_tokens=OPENAI_MAX_INPUT_TOKENS,
     )
 
@@ -85,6 +94,8 @@ def ours_competitor(max_tokens: int, title: str = NOTE_TITLE) -> Competitor:
             ChunkView(c.content_md, c.start_offset, c.end_offset, c.embedding_text) for c in chunks
         ]
 
+    if not helper_thread:  # same chunks as "ours" (tested); only its time is reported
+        return Competitor(OURS_ONE_THREAD, lambda text: chunker.chunk_note(text, title), None, True)
     return Competitor("ours", lambda text: chunker.chunk_note(text, title), views, True)
 
 
@@ -185,6 +196,7 @@ def all_competitors(max_tokens: int, include_ours: bool = True) -> list[Competit
     competitors = [floor_competitor()]
     if include_ours:
         competitors.append(ours_competitor(max_tokens))
+        competitors.append(ours_competitor(max_tokens, helper_thread=False))
     competitors += [
         baseline_competitor(max_tokens),
         langchain_competitor(max_tokens),

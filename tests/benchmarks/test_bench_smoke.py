@@ -185,7 +185,8 @@ def test_chunking_benchmark_smoke() -> None:
     results = benchmark_size(docs, 200, repeats=1)
     res = results[0]
     assert {"ours", "floor (parse+encode)", "roadmap regex"} <= set(res.timings)
-    assert len(res.timings) == 7 and len(res.structure) == 6
+    assert len(res.timings) == 8 and len(res.structure) == 6
+    assert "ours, one thread" in res.timings
     ours = res.structure[OURS]
     assert ours.chunks > 3
     assert (
@@ -201,6 +202,7 @@ def test_chunking_benchmark_smoke() -> None:
     text = render({200: results}, rows, [])
     assert "ours / floor" in text and "Structure quality at 200" in text
     assert "ours / floor (CPU)" in text and "ours CPU / ours wall" in text
+    assert "ours, one thread (helper thread off" in text
     assert all(t.cpu_samples and len(t.cpu_samples) == len(t.samples) for t in res.timings.values())
     assert "Linear scaling" in text
 

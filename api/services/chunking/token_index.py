@@ -95,8 +95,9 @@ class TokenIndex:
         parse) and the first half run here (module docstring). If the helper is still busy
         with another note's half when this thread gets to it, this thread encodes it itself.
         """
+        helper = tokenizer.helper if isinstance(tokenizer, TiktokenTokenizer) else None
         if not (
-            isinstance(tokenizer, TiktokenTokenizer)
+            helper is not None
             and tokenizer.name in _BOUNDARY_ENCODINGS
             and len(src) >= _SPLIT_ENCODE_MIN_BYTES
         ):
@@ -109,7 +110,7 @@ class TokenIndex:
             return cls(tokenizer, src, safe=safe), result
         cut = src.char_offset(int(safe[i]))
         text = src.text
-        later = tokenizer.helper.submit(tokenizer.encode_array, text[cut:])
+        later = helper.submit(tokenizer.encode_array, text[cut:])
         try:
             result = work()
             first = tokenizer.encode_array(text[:cut])

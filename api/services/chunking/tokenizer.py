@@ -91,12 +91,17 @@ def split_verified(
 class TiktokenTokenizer:
     """A tiktoken encoding (cl100k_base by default), loaded offline from package data."""
 
-    def __init__(self, encoding: tiktoken.Encoding) -> None:
+    def __init__(self, encoding: tiktoken.Encoding, *, helper_thread: bool = True) -> None:
+        """`helper_thread`: encode half of a long note on a second thread while the chunker
+        parses it (`TokenIndex.alongside`); False keeps all work on the caller's thread."""
         self._enc = encoding
         self.name = f"tiktoken:{encoding.name}"
-        # Encodes part of a long note while the chunker parses it (`TokenIndex.alongside`);
-        # the thread starts on first use and idles between notes.
-        self.helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tiktoken-helper")
+        # The thread starts on first use and idles between notes.
+        self.helper: ThreadPoolExecutor | None = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="tiktoken-helper")
+            if helper_thread
+            else None
+        )
 
     @property
     def encoding(self) -> tiktoken.Encoding:
