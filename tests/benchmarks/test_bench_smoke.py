@@ -186,7 +186,7 @@ def test_chunking_benchmark_smoke() -> None:
     res = results[0]
     assert {"ours", "floor (parse+encode)", "roadmap regex"} <= set(res.timings)
     assert len(res.timings) == 8 and len(res.structure) == 6
-    assert "ours, one thread" in res.timings
+    assert "ours + helper thread" in res.timings
     ours = res.structure[OURS]
     assert ours.chunks > 3
     assert (
@@ -201,8 +201,8 @@ def test_chunking_benchmark_smoke() -> None:
     assert [r[1] for r in rows] == ["×1", "×2"]
     text = render({200: results}, rows, [])
     assert "ours / floor" in text and "Structure quality at 200" in text
-    assert "ours / floor (CPU)" in text and "ours CPU / ours wall" in text
-    assert "ours, one thread (helper thread off" in text
+    assert "ours / floor (CPU)" in text and "ours: CPU / wall" in text
+    assert "ours + helper thread (opt-in" in text
     assert all(t.cpu_samples and len(t.cpu_samples) == len(t.samples) for t in res.timings.values())
     assert "Linear scaling" in text
 

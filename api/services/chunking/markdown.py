@@ -1,7 +1,7 @@
 """The hierarchical markdown chunker (strategy `hierarchical_markdown`, the default).
 
-One parse (pulldown-cmark), one tokenizer pass over the whole note (for a long note, half
-of it on a helper thread while the parse runs: `TokenIndex.alongside`), then pure offset
+One parse (pulldown-cmark), one tokenizer pass over the whole note (optionally half of it
+on a helper thread while the parse runs: `TokenIndex.alongside`), then pure offset
 arithmetic: see DESIGN.md §4 for the contract and `split`, `split_code`, `finish` for how
 each rule is met. Only top-level headings open sections (a heading inside a list item or
 block quote is content); heading lines are not part of any chunk, they are the breadcrumb.

@@ -22,10 +22,11 @@ The property is checked against direct counts on random text by the tests. Other
 tokenizers get exact counts from one batched encode of the slices.
 
 The same property makes the one pass divisible: the token ids of a long note are those of
-its two halves, cut at a universal boundary, laid end to end. `TokenIndex.alongside` encodes
-the second half on the tokenizer's helper thread (tiktoken releases the GIL) while this
+its two halves, cut at a universal boundary, laid end to end. With a tokenizer that has a
+helper thread (`TiktokenTokenizer(..., helper_thread=True)`, off by default),
+`TokenIndex.alongside` encodes the second half there (tiktoken releases the GIL) while this
 thread parses the note and encodes the first half, so a long note waits for about half an
-encoding plus the parse instead of both in full. The CPU spent is the same.
+encoding plus the parse instead of both in full, when a second core is free.
 """
 
 from __future__ import annotations

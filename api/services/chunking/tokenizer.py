@@ -91,9 +91,11 @@ def split_verified(
 class TiktokenTokenizer:
     """A tiktoken encoding (cl100k_base by default), loaded offline from package data."""
 
-    def __init__(self, encoding: tiktoken.Encoding, *, helper_thread: bool = True) -> None:
+    def __init__(self, encoding: tiktoken.Encoding, *, helper_thread: bool = False) -> None:
         """`helper_thread`: encode half of a long note on a second thread while the chunker
-        parses it (`TokenIndex.alongside`); False keeps all work on the caller's thread."""
+        parses it (`TokenIndex.alongside`). Off by default: on the benchmark machine it cut a
+        long note's chunking time by 0-18 % but cost 10-16 % more CPU (BENCHMARKS.md), and
+        an indexing worker is bound by throughput, not by one note's latency."""
         self._enc = encoding
         self.name = f"tiktoken:{encoding.name}"
         # The thread starts on first use and idles between notes.

@@ -262,12 +262,12 @@ def test_text_without_a_universal_boundary_is_encoded_in_one_pass() -> None:
     assert tok.helper.submitted == 0
 
 
-def test_without_a_helper_thread_everything_runs_on_the_callers_thread() -> None:
-    tok = TiktokenTokenizer(tiktoken_tokenizer("cl100k_base").encoding, helper_thread=False)
-    assert tok.helper is None
+def test_the_helper_thread_is_opt_in_and_changes_no_chunk() -> None:
+    assert tiktoken_tokenizer("cl100k_base").helper is None  # the default: one thread
+    enc = tiktoken_tokenizer("cl100k_base").encoding
+    assert TiktokenTokenizer(enc).helper is None
+    tok = TiktokenTokenizer(enc, helper_thread=True)
+    assert tok.helper is not None
     text = (CORPUS / "commonmark_spec.md").read_text(encoding="utf-8")
-    src = SourceText(text)
-    index, _ = TokenIndex.alongside(tok, src, lambda: None)
-    assert same_index(index, TokenIndex(tok, src))
     ours = [c.to_dict() for c in MarkdownChunker(300, tokenizer=tok).chunk_note(text, "Spec")]
     assert ours == [c.to_dict() for c in MarkdownChunker(300).chunk_note(text, "Spec")]
