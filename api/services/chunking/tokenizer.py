@@ -94,8 +94,8 @@ class TiktokenTokenizer:
     def __init__(self, encoding: tiktoken.Encoding, *, helper_thread: bool = False) -> None:
         """`helper_thread`: encode half of a long note on a second thread while the chunker
         parses it (`TokenIndex.alongside`). Off by default: on the shared 2-vCPU benchmark
-        machine it took 0.76-1.14x the time on long notes, depending on whether the second
-        vCPU was free, and 1.10-1.43x the CPU (BENCHMARKS.md); an indexing worker is bound
+        machine it took 0.75-1.14x the time on long notes, depending on whether the second
+        vCPU was free, and 1.10-1.64x the CPU (BENCHMARKS.md); an indexing worker is bound
         by throughput, not by one note's latency."""
         self._enc = encoding
         self.name = f"tiktoken:{encoding.name}"
