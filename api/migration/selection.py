@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from bson import ObjectId
 
-from api.notes.versioning import WHOLE_VERSION
+from api.notes.versioning import WHOLE_VERSION, is_whole_version, whole_version
 
 Reason = Literal[
     "legacy", "failed", "never_indexed", "stale_model", "stale_chunker", "behind", "queued"
@@ -76,8 +76,14 @@ class Selection:
             "chunking_version": self.chunking_version,
             "embedding_model": self.embedding_model,
             # A legacy note without `version` is version 1 (what the reconciler assumes);
-            # one whose `version` is stored as "3" is selected so enqueueing stores 3.
-            "$expr": {"$eq": ["$indexed_version", {"$ifNull": ["$version", 1]}]},
+            # one whose `version` is stored as "3" or 3.0 is selected, so enqueueing
+            # stores 3 (MongoDB compares 3.0 equal to 3: the type is checked too).
+            "$expr": {
+                "$and": [
+                    {"$eq": ["$indexed_version", {"$ifNull": ["$version", 1]}]},
+                    {"$in": [{"$type": "$version"}, ["int", "long", "null", "missing"]]},
+                ]
+            },
         }
 
     def query(self) -> dict[str, Any]:
@@ -162,9 +168,9 @@ def reason(note: dict[str, Any], chunking_version: str, embedding_model: str) ->
     if note.get("chunking_version") != chunking_version:
         return "stale_chunker"
     stored = note.get("version")
-    if stored is not None and (isinstance(stored, bool) or not isinstance(stored, int)):
-        return "legacy"  # a version stored as "3" or 3.0: enqueueing makes it 3
-    if note.get("indexed_version") != (stored or 1):
+    if stored is not None and not is_whole_version(stored):
+        return "legacy"  # a version stored as "3", 3.0 or 0: enqueueing makes it whole
+    if note.get("indexed_version") != whole_version(stored):
         return "behind"
     return "queued"
 

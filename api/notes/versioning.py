@@ -5,51 +5,92 @@ it (version 1) or carry it as a string ("3") or a double (3.0). Left as they are
 note never equals its integer `indexed_version` (the migration would re-index it on every
 run), an If-Match on it could never match, and `$add` on a string fails. Every reader goes
 through `whole_version`; every write that touches `version` goes through `WHOLE_VERSION`,
-so the first edit or migration stores the integer. Both give the same answer: an integer
-≥ 1 is kept; a string holding an integer, or a double, gives that integer (truncated);
-anything else, or anything below 1, is 1.
+so the first edit or migration stores the integer.
+
+Both apply one rule, MongoDB's `$convert` to a 64-bit integer restricted to number and
+string inputs: an int or long is kept; a double or decimal is truncated; a string of
+ASCII digits with an optional sign is read in base 10. A result outside 64 bits, anything
+else (bool, date, binary, null, missing, ...), and anything below 1 give 1. The tests
+check the two agree value by value on the server.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal
 from typing import Any
 
-_INTEGER = re.compile(r"-?[0-9]+")
+from bson import Decimal128
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_INT32_MAX = 2**31 - 1
+_SIGNED_DIGITS = re.compile(r"[+-]?([0-9]+)")
+_CONVERTIBLE = ["int", "long", "double", "decimal", "string"]
 
 WHOLE_VERSION: dict[str, Any] = {
     "$let": {
         "vars": {
             "v": {
                 "$cond": [
-                    {"$in": [{"$type": "$version"}, ["int", "long"]]},
-                    "$version",
+                    {"$in": [{"$type": "$version"}, _CONVERTIBLE]},
                     {
                         "$convert": {
                             "input": "$version",
-                            "to": "int",
+                            "to": "long",
                             "onError": None,
                             "onNull": None,
                         }
                     },
+                    None,
                 ]
             }
         },
-        "in": {"$cond": [{"$gte": ["$$v", 1]}, "$$v", 1]},
+        # Stored as the API stores its own versions: int32 while it fits.
+        "in": {
+            "$cond": [
+                {"$gte": ["$$v", 1]},
+                {"$cond": [{"$lte": ["$$v", _INT32_MAX]}, {"$toInt": "$$v"}, "$$v"]},
+                1,
+            ]
+        },
     }
 }
 
 
-def whole_version(value: Any) -> int:
-    """`value` (a stored `version`) as the whole number the pipeline would store."""
-    number: int | None = None
+def _as_int64(value: Any) -> int | None:
+    """`value` converted as `$convert` to "long" converts it, or None where it errors."""
     if isinstance(value, bool):
-        number = int(value)
-    elif isinstance(value, int):
+        return None
+    if isinstance(value, int):
         number = value
-    elif isinstance(value, float) and math.isfinite(value):
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            return None
+        number = math.trunc(value)
+    elif isinstance(value, Decimal128 | Decimal):
+        exact = value.to_decimal() if isinstance(value, Decimal128) else value
+        if not exact.is_finite():
+            return None
+        number = int(exact)  # truncates toward zero, like MongoDB
+    elif isinstance(value, str):
+        match = _SIGNED_DIGITS.fullmatch(value)
+        # More than 19 significant digits cannot fit 64 bits (and Python refuses to parse
+        # more than 4 300 at all), so longer strings are out of range without parsing.
+        if match is None or len(match.group(1).lstrip("0")) > 19:
+            return None
         number = int(value)
-    elif isinstance(value, str) and _INTEGER.fullmatch(value):
-        number = int(value)
+    else:
+        return None
+    return number if _INT64_MIN <= number <= _INT64_MAX else None
+
+
+def whole_version(value: Any) -> int:
+    """`value` (a stored `version`) as the whole number `WHOLE_VERSION` would store."""
+    number = _as_int64(value)
     return number if number is not None and number >= 1 else 1
+
+
+def is_whole_version(value: Any) -> bool:
+    """True when `value` is stored as `WHOLE_VERSION` would store it (an integer ≥ 1)."""
+    return isinstance(value, int) and not isinstance(value, bool) and whole_version(value) == value

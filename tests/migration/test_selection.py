@@ -7,12 +7,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from bson import ObjectId
+from bson import Binary, Decimal128, Int64, ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
 
 from api.migration.selection import Selection, reason, settle
 from api.notes.migration_queue import MigrationNotes
-from api.notes.versioning import whole_version
+from api.notes.versioning import WHOLE_VERSION, is_whole_version, whole_version
 
 CV, MODEL = "chunker:v2", "model@384"
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
@@ -87,6 +87,10 @@ STATES: dict[str, tuple[dict[str, Any], str | None]] = {
     "failed": (indexed(index_status="failed", index_error="boom"), "failed"),
     "behind": (indexed(version=3, index_status="pending"), "behind"),
     "indexed_legacy_version": (indexed(version=None, indexed_version=1), None),
+    # MongoDB compares 3.0 equal to 3, but the version must be stored whole.
+    "double_version": (indexed(version=3.0, indexed_version=3), "legacy"),
+    "string_version": (indexed(version="3", indexed_version=3), "legacy"),
+    "zero_version": (indexed(version=0, indexed_version=1), "legacy"),
 }
 
 
@@ -318,3 +322,29 @@ async def test_enqueue_makes_a_legacy_version_a_whole_number(db: AsyncDatabase) 
         got = (await db.notes.find_one({"_id": ids[raw]}))["version"]
         assert (got, type(got)) == (want, int), raw
         assert whole_version(raw) == want, raw  # what every reader makes of it
+
+
+# Every kind of value a legacy `version` might hold (BSON types and edge values).
+STORED_VERSIONS: list[Any] = [
+    3, 0, -5, 2**31 - 1, Int64(5_000_000_000), Int64(3), 2**63 - 1,
+    4.0, 2.7, -1.5, 0.5, float(2**31), 3e9, 1e300, float(2**63), -float(2**63),
+    float("nan"), float("inf"), float("-inf"),
+    Decimal128("3"), Decimal128("5.5"), Decimal128("NaN"), Decimal128("1E+30"), Decimal128("-2"),
+    "3", "+3", "-3", " 3", "3 ", "3.0", "007", "3000000000", "9223372036854775807",
+    "9223372036854775808", "0x10", "", "３", "1" * 4301, "9" * 30, "0" * 40 + "4",
+    True, False, None, [3], {"a": 3}, ObjectId(), Binary(b"\x07", 0),
+    datetime(2024, 1, 1, tzinfo=UTC),
+]  # fmt: skip
+
+
+async def test_python_and_the_pipeline_read_every_stored_version_alike(
+    db: AsyncDatabase,
+) -> None:
+    docs = [{"_id": i, "version": v} for i, v in enumerate(STORED_VERSIONS)]
+    await db.notes.insert_many([*docs, {"_id": len(docs)}])  # and one without `version`
+    pipeline = [{"$project": {"whole": WHOLE_VERSION}}, {"$sort": {"_id": 1}}]
+    got = {d["_id"]: d["whole"] async for d in await db.notes.aggregate(pipeline)}
+    for i, stored in enumerate([*STORED_VERSIONS, None]):
+        assert got[i] == whole_version(stored), stored
+        assert got[i] >= 1 and is_whole_version(got[i])
+    assert [got[i] for i in range(7)] == [3, 1, 1, 2**31 - 1, 5_000_000_000, 3, 2**63 - 1]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from bson import ObjectId
+from bson import Decimal128, ObjectId
 
 from tests.conftest import Api
 
@@ -38,7 +38,20 @@ async def test_legacy_note_reads_and_updates(api: Api) -> None:
     assert (await api.container.db.notes.find_one({"_id": oid}))["version"] == 2
 
 
-@pytest.mark.parametrize(("stored", "read"), [("3", 3), (4.0, 4), ("x", 1), (0, 1)])
+@pytest.mark.parametrize(
+    ("stored", "read"),
+    [
+        ("3", 3),
+        ("+3", 3),
+        (4.0, 4),
+        (Decimal128("3"), 3),
+        (3e9, 3_000_000_000),
+        ("3000000000", 3_000_000_000),
+        ("x", 1),
+        (0, 1),
+        ("9" * 30, 1),
+    ],
+)
 async def test_a_malformed_legacy_version_reads_and_edits_as_a_whole_number(
     api: Api, stored: object, read: int
 ) -> None:
@@ -70,4 +83,4 @@ async def test_a_malformed_legacy_version_reads_and_edits_as_a_whole_number(
     )
     assert ok.status_code == 200 and ok.json()["version"] == read + 1
     stored_now = (await api.container.db.notes.find_one({"_id": oid}))["version"]
-    assert (stored_now, type(stored_now)) == (read + 1, int)
+    assert stored_now == read + 1 and isinstance(stored_now, int)

@@ -111,7 +111,11 @@ class TokenIndex:
             return cls(tokenizer, src, safe=safe), result
         cut = src.char_offset(int(safe[i]))
         text = src.text
-        later = helper.submit(tokenizer.encode_array, text[cut:])
+        try:
+            later = helper.submit(tokenizer.encode_array, text[cut:])
+        except RuntimeError:  # the pool was shut down (interpreter exit): one thread
+            result = work()
+            return cls(tokenizer, src, safe=safe), result
         try:
             result = work()
             first = tokenizer.encode_array(text[:cut])

@@ -271,3 +271,12 @@ def test_the_helper_thread_is_opt_in_and_changes_no_chunk() -> None:
     text = (CORPUS / "commonmark_spec.md").read_text(encoding="utf-8")
     ours = [c.to_dict() for c in MarkdownChunker(300, tokenizer=tok).chunk_note(text, "Spec")]
     assert ours == [c.to_dict() for c in MarkdownChunker(300).chunk_note(text, "Spec")]
+
+
+def test_a_shut_down_helper_falls_back_to_one_thread() -> None:
+    tok = fresh_tokenizer("cl100k_base")
+    assert tok.helper is not None
+    tok.helper.shutdown()
+    src = SourceText("alpha beta\n" * 4000)
+    index, result = TokenIndex.alongside(tok, src, lambda: "parsed")
+    assert result == "parsed" and same_index(index, TokenIndex(tok, src))
