@@ -82,6 +82,7 @@ class Selection:
                 "$and": [
                     {"$eq": ["$indexed_version", {"$ifNull": ["$version", 1]}]},
                     {"$in": [{"$type": "$version"}, ["int", "long", "null", "missing"]]},
+                    {"$eq": [{"$ifNull": ["$version", 1]}, WHOLE_VERSION]},  # not 0, not -1
                 ]
             },
         }

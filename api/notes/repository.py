@@ -10,7 +10,7 @@ from bson import ObjectId
 from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 
-from api.notes.versioning import WHOLE_VERSION
+from api.notes.versioning import NEXT_VERSION, WHOLE_VERSION
 
 _LIST_PROJECTION = {"content_md": 0}
 
@@ -109,9 +109,7 @@ class NotesRepository:
             {
                 "$set": {
                     # Legacy notes (no `version`, or "3") are stored as a whole number.
-                    "version": {
-                        "$cond": ["$_changed", {"$add": [WHOLE_VERSION, 1]}, WHOLE_VERSION]
-                    },
+                    "version": {"$cond": ["$_changed", NEXT_VERSION, WHOLE_VERSION]},
                     "changed_at": if_requeue(now, "changed_at"),
                     "index_status": if_requeue(index_status, "index_status"),
                     "next_attempt_at": if_requeue(now, "next_attempt_at"),

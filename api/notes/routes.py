@@ -26,6 +26,7 @@ from api.notes.models import (
     NoteSummary,
 )
 from api.notes.service import CURSOR_PATTERN
+from api.notes.versioning import MAX_VERSION
 from api.schemas import AUTHED, TEXT_PATTERN, errors
 
 router = APIRouter(prefix="/v1/notes", tags=["notes"])
@@ -35,7 +36,7 @@ IfMatch = Annotated[
     str,
     Header(
         description='Expected version, e.g. 3 (or "3"); * = any current version',
-        pattern=r'^(\*|(W/)?"?[0-9]{1,12}"?)$',
+        pattern=rf'^(\*|(W/)?"?[0-9]{{1,{len(str(MAX_VERSION))}}}"?)$',
     ),
 ]
 NoteId = Annotated[str, Path(pattern=OBJECT_ID_PATTERN, description="Note id (24 hex digits)")]

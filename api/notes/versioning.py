@@ -9,9 +9,14 @@ so the first edit or migration stores the integer.
 
 Both apply one rule, MongoDB's `$convert` to a 64-bit integer restricted to number and
 string inputs: an int or long is kept; a double or decimal is truncated; a string of
-ASCII digits with an optional sign is read in base 10. A result outside 64 bits, anything
-else (bool, date, binary, null, missing, ...), and anything below 1 give 1. The tests
-check the two agree value by value on the server.
+ASCII digits with an optional sign is read in base 10. A result outside 1..MAX_VERSION,
+and anything else (bool, date, binary, JavaScript code, null, missing, ...), gives 1. The
+tests check the two agree value by value on the server.
+
+MAX_VERSION (12 digits, what an If-Match header may carry) keeps every version a client
+can see usable in If-Match, and `next_version` stops there instead of overflowing 64 bits
+(which `$add` turns into a double): a trillion edits of one note are not a real case, only
+legacy junk reaches it.
 """
 
 from __future__ import annotations
@@ -21,10 +26,11 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from bson import Decimal128
+from bson import Decimal128, Int64
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _INT32_MAX = 2**31 - 1
+MAX_VERSION = 10**12 - 1
 _SIGNED_DIGITS = re.compile(r"[+-]?([0-9]+)")
 _CONVERTIBLE = ["int", "long", "double", "decimal", "string"]
 
@@ -49,7 +55,7 @@ WHOLE_VERSION: dict[str, Any] = {
         # Stored as the API stores its own versions: int32 while it fits.
         "in": {
             "$cond": [
-                {"$gte": ["$$v", 1]},
+                {"$and": [{"$gte": ["$$v", 1]}, {"$lte": ["$$v", MAX_VERSION]}]},
                 {"$cond": [{"$lte": ["$$v", _INT32_MAX]}, {"$toInt": "$$v"}, "$$v"]},
                 1,
             ]
@@ -60,11 +66,13 @@ WHOLE_VERSION: dict[str, Any] = {
 
 def _as_int64(value: Any) -> int | None:
     """`value` converted as `$convert` to "long" converts it, or None where it errors."""
+    # Exact types: pymongo decodes JavaScript code (and BSON symbols) to `str` subclasses,
+    # which the server does not convert.
     if isinstance(value, bool):
         return None
-    if isinstance(value, int):
+    if type(value) is int or isinstance(value, Int64):
         number = value
-    elif isinstance(value, float):
+    elif type(value) is float:
         if not math.isfinite(value):
             return None
         number = math.trunc(value)
@@ -73,7 +81,7 @@ def _as_int64(value: Any) -> int | None:
         if not exact.is_finite():
             return None
         number = int(exact)  # truncates toward zero, like MongoDB
-    elif isinstance(value, str):
+    elif type(value) is str:
         match = _SIGNED_DIGITS.fullmatch(value)
         # More than 19 significant digits cannot fit 64 bits (and Python refuses to parse
         # more than 4 300 at all), so longer strings are out of range without parsing.
@@ -88,7 +96,11 @@ def _as_int64(value: Any) -> int | None:
 def whole_version(value: Any) -> int:
     """`value` (a stored `version`) as the whole number `WHOLE_VERSION` would store."""
     number = _as_int64(value)
-    return number if number is not None and number >= 1 else 1
+    return number if number is not None and 1 <= number <= MAX_VERSION else 1
+
+
+# The version after an edit, stopping at MAX_VERSION (module docstring).
+NEXT_VERSION: dict[str, Any] = {"$min": [{"$add": [WHOLE_VERSION, 1]}, MAX_VERSION]}
 
 
 def is_whole_version(value: Any) -> bool:

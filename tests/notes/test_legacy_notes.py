@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from bson import Decimal128, ObjectId
+from bson import Code, Decimal128, ObjectId
 
 from tests.conftest import Api
 
@@ -84,3 +84,38 @@ async def test_a_malformed_legacy_version_reads_and_edits_as_a_whole_number(
     assert ok.status_code == 200 and ok.json()["version"] == read + 1
     stored_now = (await api.container.db.notes.find_one({"_id": oid}))["version"]
     assert stored_now == read + 1 and isinstance(stored_now, int)
+
+
+async def test_the_largest_version_stays_usable_and_never_goes_down(api: Api) -> None:
+    # 12 digits is what If-Match carries; legacy junk at or beyond it cannot wrap around.
+    h = await api.new_user()
+    me = (await api.client.get("/v1/me", headers=h)).json()
+    biggest = 10**12 - 1
+    ids = {}
+    for stored in (biggest, str(biggest), 2**63 - 1, Code("3")):
+        ids[repr(stored)] = (
+            await api.container.db.notes.insert_one(
+                {
+                    "title": "Old",
+                    "content_md": "text",
+                    "author_id": ObjectId(me["user_id"]),
+                    "tags": [],
+                    "status": "active",
+                    "created_at": datetime(2024, 1, 2, tzinfo=UTC),
+                    "version": stored,
+                }
+            )
+        ).inserted_id
+    expect = {repr(biggest): biggest, repr(str(biggest)): biggest, repr(2**63 - 1): 1}
+    expect[repr(Code("3"))] = 1  # JavaScript code is not a number, though pymongo makes it a str
+    for key, oid in ids.items():
+        url = f"/v1/notes/{oid}"
+        got = await api.client.get(url, headers=h)
+        assert got.json()["version"] == expect[key], key
+        etag = got.headers["etag"]
+        edit = await api.client.patch(
+            url, json={"content_md": "new"}, headers={**h, "If-Match": etag}
+        )
+        assert edit.status_code == 200, (key, edit.text)
+        after = edit.json()["version"]
+        assert after == min(expect[key] + 1, biggest) and after >= expect[key], key
