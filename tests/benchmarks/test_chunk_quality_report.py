@@ -11,8 +11,10 @@ from benchmarks.chunk_quality_report import (
     OURS_TARGET_UNTITLED,
     OURS_UNTITLED,
     Result,
+    _target_sweep,
     acceptance_lines,
     render,
+    target_label,
 )
 
 SIZES = {
@@ -86,3 +88,25 @@ def test_render_has_every_row_and_the_published_ones() -> None:
     assert f"| {OURS} | 10 | 120 (80–160) | 0% | 0 | 76.0 | 7.0 | 7.0 |" in text
     assert "| RecursiveCharacterTextSplitter 200/0 (published) |" in text
     assert "*untitled*: empty title" in text and "Chunker at abc." in text
+
+
+def test_target_sweep_names_the_targets_that_meet_both_numbers() -> None:
+    def flat(recall: float, iou: float) -> list[tuple[float, float, float]]:
+        return [(recall, iou, iou)] * 4
+
+    results = [
+        _result(target_label(110, True), flat(0.74, 0.072)),
+        _result(target_label(110, False), flat(0.76, 0.066)),  # meets both
+        _result(target_label(120, False), flat(0.757, 0.064)),  # IoU short
+        _result(target_label(130, True), flat(0.77, 0.060)),
+    ]
+    line = _line(_target_sweep(results), "Packing-target sweep")
+    assert "110: 74.0 / 7.2" in line and "110 untitled: 76.0 / 6.6" in line
+    assert line.endswith(
+        "meeting both targets: 110 untitled (chosen on the evaluation data "
+        "itself: read it as tuning, not as a held-out result)."
+    )
+    assert _line(_target_sweep(results[:1] + results[2:]), "Packing-target sweep").endswith(
+        "no target meets both numbers."
+    )
+    assert _target_sweep(results[:2]) == []  # one target alone is not a sweep
