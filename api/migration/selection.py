@@ -115,8 +115,9 @@ def enqueue_update(now: datetime) -> list[dict[str, Any]]:
 
     Only missing fields are filled (`version` → 1, `updated_at` → `created_at`, the index
     fields → their empty values); title, content and tags are never written, and an existing
-    `version` only changes type (a legacy "3" or 3.0 becomes 3: `WHOLE_VERSION`), so an
-    edit the API makes at any moment survives whichever write lands first:
+    `version` is only rewritten as every reader already reads it (`WHOLE_VERSION`: a legacy
+    "3" or 3.0 becomes 3, junk becomes 1), so an edit the API makes at any moment survives
+    whichever write lands first:
     the API's writes also just set `pending`, and versions only grow. The attempt budget is
     reset, so `failed` notes and notes whose workers died are retried.
     """
