@@ -9,12 +9,13 @@ so the first edit or migration stores the integer.
 
 Both apply one rule, MongoDB's `$convert` to a 64-bit integer restricted to number and
 string inputs: an int or long is kept; a double or decimal is truncated; a string of
-ASCII digits with an optional sign is read in base 10. A result outside 1..MAX_VERSION,
+ASCII digits with an optional sign is read in base 10. A result outside 1..MAX_VERSION
+(which also covers every value `$convert` rejects as too large for 64 bits),
 and anything else (bool, date, binary, JavaScript code, null, missing, ...), gives 1. The
 tests check the two agree value by value on the server.
 
 MAX_VERSION (12 digits, what an If-Match header may carry) keeps every version a client
-can see usable in If-Match, and `next_version` stops there instead of overflowing 64 bits
+can see usable in If-Match, and `NEXT_VERSION` stops there instead of overflowing 64 bits
 (which `$add` turns into a double): a trillion edits of one note are not a real case, only
 legacy junk reaches it.
 """
@@ -28,7 +29,6 @@ from typing import Any
 
 from bson import Decimal128, Int64
 
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _INT32_MAX = 2**31 - 1
 MAX_VERSION = 10**12 - 1
 _SIGNED_DIGITS = re.compile(r"[+-]?([0-9]+)")
@@ -64,8 +64,9 @@ WHOLE_VERSION: dict[str, Any] = {
 }
 
 
-def _as_int64(value: Any) -> int | None:
-    """`value` converted as `$convert` to "long" converts it, or None where it errors."""
+def _as_integer(value: Any) -> int | None:
+    """`value` truncated to an integer as `$convert` to "long" does, or None where that
+    errors for a reason other than size (any size beyond MAX_VERSION reads as 1 anyway)."""
     # Exact types: pymongo decodes JavaScript code (and BSON symbols) to `str` subclasses,
     # which the server does not convert.
     if isinstance(value, bool):
@@ -83,19 +84,19 @@ def _as_int64(value: Any) -> int | None:
         number = int(exact)  # truncates toward zero, like MongoDB
     elif type(value) is str:
         match = _SIGNED_DIGITS.fullmatch(value)
-        # More than 19 significant digits cannot fit 64 bits (and Python refuses to parse
-        # more than 4 300 at all), so longer strings are out of range without parsing.
-        if match is None or len(match.group(1).lstrip("0")) > 19:
+        # More significant digits than MAX_VERSION has are out of range without parsing
+        # (Python refuses to parse more than 4 300 at all).
+        if match is None or len(match.group(1).lstrip("0")) > len(str(MAX_VERSION)):
             return None
         number = int(value)
     else:
         return None
-    return number if _INT64_MIN <= number <= _INT64_MAX else None
+    return number
 
 
 def whole_version(value: Any) -> int:
     """`value` (a stored `version`) as the whole number `WHOLE_VERSION` would store."""
-    number = _as_int64(value)
+    number = _as_integer(value)
     return number if number is not None and 1 <= number <= MAX_VERSION else 1
 
 
