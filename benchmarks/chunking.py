@@ -165,9 +165,7 @@ def render_speed(results: list[DocResult], max_tokens: int) -> list[str]:
         if helper is not None:
             worst_helper_floor = max(worst_helper_floor, helper.ratio_to(r.timings[FLOOR]))
             helper_misses += [
-                f"{p} on {r.name} ({helper.ratio_to(r.timings[p]):.2f})"
-                for p in peers
-                if r.sizes_by_tokens[p] and helper.ratio_to(r.timings[p]) >= 1
+                f"{p} on {r.name} ({ratio:.2f})" for p, ratio in _slower(helper, r, peers)
             ]
         med = {n: t.median for n, t in r.timings.items()}
         ratio = {n: r.timings[OURS].ratio_to(t) for n, t in r.timings.items()}
@@ -182,9 +180,7 @@ def render_speed(results: list[DocResult], max_tokens: int) -> list[str]:
             ]
         )
         worst_floor = max(worst_floor, ratio[FLOOR])
-        for p in peers:
-            if r.sizes_by_tokens[p] and ratio[p] >= 1:
-                misses.append(f"{p} on {r.name}")
+        misses += [f"{p} on {r.name}" for p, _ in _slower(r.timings[OURS], r, peers)]
         ratio_rows.append(
             [
                 r.name,
@@ -241,6 +237,12 @@ def render_speed(results: list[DocResult], max_tokens: int) -> list[str]:
         ),
         "",
     ]
+
+
+def _slower(timing: Timing, r: DocResult, peers: list[str]) -> list[tuple[str, float]]:
+    """The token-sizing peers `timing` is not faster than on `r`, with the paired ratio."""
+    ratios = ((p, timing.ratio_to(r.timings[p])) for p in peers if r.sizes_by_tokens[p])
+    return [(p, ratio) for p, ratio in ratios if ratio >= 1]
 
 
 def _cpu_share(t: Timing) -> float:

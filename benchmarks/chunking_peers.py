@@ -95,9 +95,9 @@ def ours_competitor(
             ChunkView(c.content_md, c.start_offset, c.end_offset, c.embedding_text) for c in chunks
         ]
 
-    if helper_thread:  # same chunks as "ours" (tested); only its time is reported
-        return Competitor(OURS_HELPER, lambda text: chunker.chunk_note(text, title), None, True)
-    return Competitor("ours", lambda text: chunker.chunk_note(text, title), views, True)
+    # The helper variant gives the same chunks as "ours" (tested): only its time is reported.
+    name, shown = (OURS_HELPER, None) if helper_thread else ("ours", views)
+    return Competitor(name, lambda text: chunker.chunk_note(text, title), shown, True)
 
 
 def baseline_competitor(max_tokens: int, title: str = NOTE_TITLE) -> Competitor:

@@ -38,6 +38,21 @@ async def test_legacy_note_reads_and_updates(api: Api) -> None:
     assert (await api.container.db.notes.find_one({"_id": oid}))["version"] == 2
 
 
+async def insert_legacy_note(api: Api, headers: dict[str, str], version: object) -> ObjectId:
+    """A note of the user behind `headers` as the legacy system stored it, with `version`."""
+    me = (await api.client.get("/v1/me", headers=headers)).json()
+    doc = {
+        "title": "Old",
+        "content_md": "text",
+        "author_id": ObjectId(me["user_id"]),
+        "tags": [],
+        "status": "active",
+        "created_at": datetime(2024, 1, 2, tzinfo=UTC),
+        "version": version,
+    }
+    return (await api.container.db.notes.insert_one(doc)).inserted_id
+
+
 @pytest.mark.parametrize(
     ("stored", "read"),
     [
@@ -57,20 +72,7 @@ async def test_a_malformed_legacy_version_reads_and_edits_as_a_whole_number(
 ) -> None:
     # The legacy system left `version` as a string or a double on some notes.
     h = await api.new_user()
-    me = (await api.client.get("/v1/me", headers=h)).json()
-    oid = (
-        await api.container.db.notes.insert_one(
-            {
-                "title": "Old",
-                "content_md": "text",
-                "author_id": ObjectId(me["user_id"]),
-                "tags": [],
-                "status": "active",
-                "created_at": datetime(2024, 1, 2, tzinfo=UTC),
-                "version": stored,
-            }
-        )
-    ).inserted_id
+    oid = await insert_legacy_note(api, h, stored)
     url = f"/v1/notes/{oid}"
     got = await api.client.get(url, headers=h)
     assert got.status_code == 200 and got.json()["version"] == read
@@ -89,23 +91,10 @@ async def test_a_malformed_legacy_version_reads_and_edits_as_a_whole_number(
 async def test_the_largest_version_stays_usable_and_never_goes_down(api: Api) -> None:
     # 12 digits is what If-Match carries; legacy junk at or beyond it cannot wrap around.
     h = await api.new_user()
-    me = (await api.client.get("/v1/me", headers=h)).json()
     biggest = 10**12 - 1
     ids = {}
     for stored in (biggest, str(biggest), 2**63 - 1, Code("3")):
-        ids[repr(stored)] = (
-            await api.container.db.notes.insert_one(
-                {
-                    "title": "Old",
-                    "content_md": "text",
-                    "author_id": ObjectId(me["user_id"]),
-                    "tags": [],
-                    "status": "active",
-                    "created_at": datetime(2024, 1, 2, tzinfo=UTC),
-                    "version": stored,
-                }
-            )
-        ).inserted_id
+        ids[repr(stored)] = await insert_legacy_note(api, h, stored)
     expect = {repr(biggest): biggest, repr(str(biggest)): biggest, repr(2**63 - 1): 1}
     expect[repr(Code("3"))] = 1  # JavaScript code is not a number, though pymongo makes it a str
     for key, oid in ids.items():
