@@ -22,6 +22,8 @@ from typing import Any
 import pyromark
 import yaml
 
+from api.services.chunking.parse import bare_cr_as_newline
+
 _OPTIONS = (
     pyromark.Options.ENABLE_TABLES
     | pyromark.Options.ENABLE_STRIKETHROUGH
@@ -65,6 +67,8 @@ def _load_front_matter(text: str) -> dict[str, Any]:
 def read_markdown_metadata(markdown: str, *, inline_tags: bool = True) -> MarkdownMetadata:
     """Parse `markdown` once and return its front matter, first H1 text and inline tags."""
     meta = MarkdownMetadata()
+    # The chunker's reading of line endings, so both see the same fences and front matter.
+    markdown = bare_cr_as_newline(markdown)
     source = markdown.encode("utf-8")
     skip_depth = 0  # inside code or HTML blocks
     front_matter_parts: list[str] | None = None

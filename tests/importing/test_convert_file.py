@@ -107,6 +107,20 @@ def test_inline_obsidian_tags_outside_code() -> None:
     assert note.tags == ["alpha", "beta", "area/sub-topic", "list-tag"]
 
 
+@pytest.mark.parametrize("newline", ["\r\n", "\r"])
+def test_crlf_and_bare_cr_notes_read_like_newline_notes(newline: str) -> None:
+    """All three CommonMark line endings give the same title and tags: with bare \\r,
+    pulldown-cmark alone missed the front matter and the fence (`#include` became a tag)."""
+    body = (
+        "---\ntags: [alpha]\n---\nNotes on #Beta.\n\n```c\n#include <stdio.h>\n```\n\n"
+        "- item with #list-tag\n\n# Real H1\n\ntext\n"
+    )
+    source = body.replace("\n", newline).encode()
+    note = convert_file("n.md", source)
+    assert (note.title, note.tags) == ("Real H1", ["alpha", "beta", "list-tag"])
+    assert note.content_md == source.decode()
+
+
 def test_txt_decodes_utf8_and_drops_bom() -> None:
     note = convert_file("plain.txt", "\ufeffCafé ☕ notes\nline two\n".encode())
     assert note.content_md == "Café ☕ notes\nline two\n"

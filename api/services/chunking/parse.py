@@ -15,6 +15,12 @@ a mapping (or is empty), the rule the importer applies to titles and tags. A not
 opens with a thematic break, some text or code, and another break keeps that text as
 content: front matter is the one thing the chunker leaves out, so a misreading would drop
 it. The parser then reads the text after it, so the rest of the note is plain CommonMark.
+
+A bare "\r" is a line ending in CommonMark, but pulldown-cmark does not always read it as
+one (a fence opened or closed by it is missed, so the rest of the note becomes code). The
+parser therefore reads a copy in which every bare "\r" is a "\n": one byte for one byte,
+so every position it reports is a position in the note itself. Front matter is found the
+same way (and so is the importer's: `api.importing.metadata`).
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ _FRONT_MATTER = re.compile(
     re.S,
 )
 _BOM = b"\xef\xbb\xbf"
+_BARE_CR = re.compile(r"\r(?!\n)")
+_BARE_CR_BYTES = re.compile(rb"\r(?!\n)")
 # Larger blocks are not taken for metadata (they stay content): no YAML load of a huge note.
 MAX_FRONT_MATTER_BYTES = 64 * 1024
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -91,10 +99,18 @@ class Document:
 
 def front_matter_end(data: bytes) -> int:
     """Byte offset just past a leading BOM and front matter block (0 when neither)."""
+    if b"\r" in data:
+        data = _BARE_CR_BYTES.sub(b"\n", data)
     match = _FRONT_MATTER.match(data)
     if match and _is_metadata(match["yaml"], match["toml"]):
         return match.end()
     return len(_BOM) if data.startswith(_BOM) else 0
+
+
+def bare_cr_as_newline(text: str) -> str:
+    """`text` with every bare "\\r" (not followed by "\\n") made a "\\n": the same line
+    structure for pulldown-cmark, and the same length, so offsets carry over."""
+    return _BARE_CR.sub("\n", text)
 
 
 def _is_metadata(yaml_body: bytes | None, toml_body: bytes | None) -> bool:
@@ -118,6 +134,8 @@ def parse(src: SourceText) -> Document:
     body_start = front_matter_end(src.data)
     base = body_start
     text = src.text if body_start == 0 else src.data[body_start:].decode("utf-8")
+    if src.has_cr:
+        text = bare_cr_as_newline(text)
     blocks: list[Block] = []
     top: list[int] = []
     # One entry per open Start event: the block index, or -1 for inline/ignored elements.

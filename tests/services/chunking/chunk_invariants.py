@@ -26,6 +26,7 @@ from api.services.chunking import HuggingFaceTokenizer, MarkdownChunk
 _MD = pyromark.Markdown(options=pyromark.Options.ENABLE_TABLES)
 _UNICODE_WS = np.array([c for c in range(0x3001) if chr(c).isspace()], dtype=np.uint32)
 _LINES = re.compile(r"(?<=\n)")
+_BARE_CR = re.compile(r"\r(?!\n)")
 
 
 @dataclass
@@ -41,7 +42,7 @@ class Structure:
 def front_matter_end(text: str) -> int:
     """Characters taken by a leading BOM and a `---`/`+++` front matter block."""
     offset = 1 if text.startswith("\ufeff") else 0
-    lines = _LINES.split(text[offset:])
+    lines = _LINES.split(_BARE_CR.sub("\n", text[offset:]))  # a bare \r ends a line too
     if not lines:
         return offset
     delim = lines[0].rstrip("\r\n").rstrip(" \t")
@@ -93,8 +94,9 @@ def structure(text: str) -> Structure:
     fences: list[tuple[int, int, str]] = []
     depth = 0
     current: list[str] | None = None
+    # A bare "\r" ends a line (CommonMark); pulldown-cmark needs it as "\n" (same length).
     for event, span in _MD.events_with_range(
-        body.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+        _BARE_CR.sub("\n", body.encode("utf-8", "surrogatepass").decode("utf-8", "replace"))
     ):
         if not isinstance(event, dict):
             if current is not None and event in ("SoftBreak", "HardBreak"):

@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 from api.services.chunking import get_chunker
-from tests.services.chunking.chunk_invariants import check_chunks, minilm_tokenizer
+from api.services.chunking.parse import parse
+from api.services.chunking.text import SourceText
+from tests.services.chunking.chunk_invariants import (
+    check_chunks,
+    front_matter_end,
+    minilm_tokenizer,
+)
 
 CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "markdown"
 FILES = sorted(p.name for p in CORPUS.glob("*.md") if p.name != "SOURCES.md")
@@ -43,6 +49,21 @@ def test_invariants_with_the_local_model_tokenizer(name: str) -> None:
     chunks = chunker.chunk_note(text, "Readme")
     check_chunks(chunks, text, "Readme", chunker)
     assert all(c.token_count <= 200 or c.chunk_type in ("code", "table") for c in chunks)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_bare_carriage_returns_give_the_structure_of_newlines(name: str) -> None:
+    """A bare \\r is a CommonMark line ending: with every \\n of a real document made a
+    bare \\r (same length), the parse finds the same blocks at the same offsets. (Before
+    the parser read a copy with \\n, pulldown-cmark missed fences ended by \\r and turned
+    the rest of the document into code.)"""
+    text = (CORPUS / name).read_text(encoding="utf-8")
+    body = text[front_matter_end(text) :]  # front matter is read as written: \\n only
+    lf = parse(SourceText(body))
+    cr = parse(SourceText(body.replace("\n", "\r")))
+    assert any(b.kind == "code" for b in lf.blocks)
+    assert cr.top == lf.top
+    assert cr.blocks == lf.blocks
 
 
 def test_commonmark_spec_structure_is_recognised() -> None:

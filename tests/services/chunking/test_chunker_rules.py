@@ -171,6 +171,23 @@ def test_a_bare_carriage_return_ends_a_line(text: str) -> None:
     assert [c.content_md for c in chunks] == ["Intro paragraph.", "Text of A.", "Text of B."]
 
 
+def test_a_fence_ended_by_bare_carriage_returns_is_closed() -> None:
+    """pulldown-cmark misses a fence whose lines end in a bare \\r: the rest of the note
+    became one code block and heading B its content. The note is parsed with each bare \\r
+    read as \\n, one character for one, so the chunks are those of the \\n note."""
+    lf = "# A\n\n```py\nx = 1\n```\n\nAfter the fence.\n\n# B\n\n| a | b |\n|---|---|\n| 1 | 2 |\n"
+    cr = lf.replace("\n", "\r")
+    chunks = chunk(cr)
+    assert paths(chunks) == [["Note", "A"], ["Note", "B"]]
+    assert chunks[0].content_md == "```py\rx = 1\r```\r\rAfter the fence."
+    assert [(c.start_offset, c.end_offset) for c in chunks] == [
+        (c.start_offset, c.end_offset) for c in chunk(lf)
+    ]
+    code = chunk(cr, max_chunk_tokens=5, min_chunk_tokens=0)
+    assert [c.chunk_type for c in code] == ["code", "paragraph", "table"]
+    assert code[0].metadata["language"] == "py"
+
+
 def test_unicode_offsets_are_character_offsets() -> None:
     text = "# 标题 🎉\n\nשלום עולם — مرحبا 👩\u200d💻 日本語の文章。\n\n## Ünï\n\ncafé\n"
     chunks = chunk(text)
