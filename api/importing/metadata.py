@@ -3,9 +3,10 @@
 The markdown is read with pyromark (pulldown-cmark, CommonMark + GFM, the parser the
 chunker uses), so "first H1", "outside code" and "front matter" mean what a markdown
 renderer means: a `# comment` inside a fenced block is not a heading and `#include` in code
-is not a tag. Front matter is the YAML metadata block the parser recognises at the very
-start (`---` ... `---`/`...`), loaded with `yaml.safe_load`; YAML that does not parse, or
-that is not a mapping, counts as no front matter.
+is not a tag. Front matter is read by the chunker's rule
+(`api.services.chunking.front_matter`): a YAML (`---` … `---`/`...`) or TOML (`+++` …
+`+++`) block at the very start that loads as a mapping, so the block whose title and tags
+are taken is exactly the block no chunk holds; anything else is content.
 
 Inline tags follow Obsidian's rule: `#` at the start of a word, then letters, digits, `_`,
 `-` or `/` (nested tags), with at least one letter (`#123` is an issue number, not a tag).
@@ -20,15 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyromark
-import yaml
 
-from api.services.chunking.parse import bare_cr_as_newline
+from api.services.chunking.front_matter import bare_cr_as_newline, read_front_matter
 
 _OPTIONS = (
     pyromark.Options.ENABLE_TABLES
     | pyromark.Options.ENABLE_STRIKETHROUGH
     | pyromark.Options.ENABLE_TASKLISTS
-    | pyromark.Options.ENABLE_YAML_STYLE_METADATA_BLOCKS
 )
 _INLINE_TAG = re.compile(r"(?:^|(?<=\s))#([\w/-]+)")
 _TAG_SPLIT = re.compile(r"[,\s]+")
@@ -56,37 +55,19 @@ def _kind(event: Any) -> tuple[str, str]:
     return key, ""
 
 
-def _load_front_matter(text: str) -> dict[str, Any]:
-    try:
-        loaded = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return {}
-    return loaded if isinstance(loaded, dict) else {}
-
-
 def read_markdown_metadata(markdown: str, *, inline_tags: bool = True) -> MarkdownMetadata:
     """Parse `markdown` once and return its front matter, first H1 text and inline tags."""
-    meta = MarkdownMetadata()
-    # The chunker's reading of line endings, so both see the same fences and front matter.
-    markdown = bare_cr_as_newline(markdown)
-    source = markdown.encode("utf-8")
+    # The chunker's reading of front matter and line endings: both see the same blocks.
+    data = markdown.encode("utf-8", "surrogatepass")
+    front = read_front_matter(data)
+    meta = MarkdownMetadata(front_matter=front.fields)
+    body = data[front.end :].decode("utf-8", "replace")
+    source = body.encode("utf-8")
     skip_depth = 0  # inside code or HTML blocks
-    front_matter_parts: list[str] | None = None
     h1_parts: list[str] | None = None
-    first = True
-    for event, span in pyromark.events_with_range(markdown, options=_OPTIONS):
+    for event, span in pyromark.events_with_range(bare_cr_as_newline(body), options=_OPTIONS):
         kind, name = _kind(event)
-        if name == "MetadataBlock":
-            # The parser only opens one at the very start; `first` makes that explicit.
-            if kind == "Start" and first:
-                front_matter_parts = []
-            elif kind == "End" and front_matter_parts is not None:
-                meta.front_matter = _load_front_matter("".join(front_matter_parts))
-                front_matter_parts = None
-        elif front_matter_parts is not None:
-            if kind == "Text":
-                front_matter_parts.append(event["Text"])
-        elif name in ("CodeBlock", "HtmlBlock"):
+        if name in ("CodeBlock", "HtmlBlock"):
             skip_depth += 1 if kind == "Start" else -1
         elif kind == "Start" and name == "Heading" and meta.first_h1 is None:
             if event["Start"]["Heading"]["level"] == "H1":
@@ -101,7 +82,6 @@ def read_markdown_metadata(markdown: str, *, inline_tags: bool = True) -> Markdo
                 meta.inline_tags.extend(_tags_in(event["Text"], source, span["start"]))
         elif kind in ("SoftBreak", "HardBreak") and h1_parts is not None:
             h1_parts.append(" ")
-        first = False
     meta.inline_tags = normalize_tags(meta.inline_tags)
     return meta
 

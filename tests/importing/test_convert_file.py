@@ -13,6 +13,7 @@ from pypdf import PdfWriter
 from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
 from api.importing import SUPPORTED_EXTENSIONS, ImportFileError, convert_file
+from api.services.chunking import MarkdownChunker
 
 
 def make_pdf(pages: list[list[str]], *, title: str | None = None, password: str = "") -> bytes:
@@ -105,6 +106,41 @@ def test_inline_obsidian_tags_outside_code() -> None:
     )
     note = convert_file("n.md", body.encode())
     assert note.tags == ["alpha", "beta", "area/sub-topic", "list-tag"]
+
+
+def test_toml_front_matter_gives_title_and_tags() -> None:
+    source = b'+++\ntitle = "Hugo post"\ntags = ["Go", "Web"]\n+++\n\n# An H1\n\nbody\n'
+    note = convert_file("post.md", source)
+    assert (note.title, note.tags) == ("Hugo post", ["go", "web"])
+
+
+_BIG = "".join(f"key{i}: value {i}\n" for i in range(5000))  # over 64 KB: content
+
+
+@pytest.mark.parametrize(
+    ("source", "is_front_matter"),
+    [
+        ("---\ntitle: FM\n---\nbody\n", True),
+        ('+++\ntitle = "FM"\n+++\nbody\n', True),
+        ("\ufeff---\ntitle: FM\n...\nbody\n", True),
+        ("---\rtitle: FM\r---\rbody\r", True),
+        ("\n---\ntitle: FM\n---\nbody\n", False),  # not at the very top
+        ("intro\n\n---\ntitle: FM\n---\nbody\n", False),
+        ("---\n- title: FM\n---\nbody\n", False),  # a list, not a mapping
+        ("---\ntitle: FM\nx: [\n---\nbody\n", False),  # does not load
+        ("---\ntitle: FM\n" + _BIG + "---\nbody\n", False),
+    ],
+)
+def test_the_importer_reads_exactly_the_front_matter_no_chunk_holds(
+    source: str, is_front_matter: bool
+) -> None:
+    """The chunker leaves front matter out of every chunk and the importer takes title and
+    tags from it: one rule (`chunking.front_matter`), so metadata is never both read and
+    embedded, nor dropped from the chunks without being read."""
+    note = convert_file("a.md", source.encode())
+    chunks = MarkdownChunker().chunk_note(note.content_md, "Note")
+    held = any("FM" in c.embedding_text for c in chunks)  # content or a heading
+    assert (note.title == "FM", held) == (is_front_matter, not is_front_matter)
 
 
 @pytest.mark.parametrize("newline", ["\r\n", "\r"])

@@ -6,49 +6,22 @@ not from regexes; it parses the 205 KB CommonMark spec several times faster than
 markdown-it-py, the other parser with source positions. Only block-level elements are kept;
 inline events are skipped (but still counted for nesting depth).
 
-Front matter is recognised here, not by the parser's metadata option: pulldown-cmark accepts
-a `---` … `---` metadata block anywhere in a document, which would turn a thematic break
-followed by a setext heading into "metadata" in the middle of a note. Only a block at the
-very start (after an optional BOM) is front matter: YAML (`---` … `---`/`...`) or TOML
-(`+++` … `+++`), as static site generators and note apps write it, and only if it loads as
-a mapping (or is empty), the rule the importer applies to titles and tags. A note that
-opens with a thematic break, some text or code, and another break keeps that text as
-content: front matter is the one thing the chunker leaves out, so a misreading would drop
-it. The parser then reads the text after it, so the rest of the note is plain CommonMark.
-
-A bare "\r" is a line ending in CommonMark, but pulldown-cmark does not always read it as
-one (a fence opened or closed by it is missed, so the rest of the note becomes code). The
-parser therefore reads a copy in which every bare "\r" is a "\n": one byte for one byte,
-so every position it reports is a position in the note itself. Front matter is found the
-same way (and so is the importer's: `api.importing.metadata`).
+Front matter (`front_matter.read_front_matter`) is left out: the parser reads the text
+after it, with each bare "\\r" read as "\\n" (`front_matter.bare_cr_as_newline`).
 """
 
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field
 
 import pyromark
-import yaml
 
+from api.services.chunking.front_matter import bare_cr_as_newline, front_matter_end
 from api.services.chunking.text import SourceText
 
 _OPTIONS = pyromark.Options.ENABLE_TABLES
 _PARSER = pyromark.Markdown(options=_OPTIONS)
-
-_FRONT_MATTER = re.compile(
-    rb"\A(?:\xef\xbb\xbf)?(?:"
-    rb"---[ \t]*\r?\n(?![ \t]*\r?\n)(?P<yaml>(?:.*?\r?\n)??)(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)"
-    rb"|\+\+\+[ \t]*\r?\n(?P<toml>(?:.*?\r?\n)??)\+\+\+[ \t]*(?:\r?\n|\Z))",
-    re.S,
-)
-_BOM = b"\xef\xbb\xbf"
-_BARE_CR = re.compile(r"\r(?!\n)")
-_BARE_CR_BYTES = re.compile(rb"\r(?!\n)")
-# Larger blocks are not taken for metadata (they stay content): no YAML load of a huge note.
-MAX_FRONT_MATTER_BYTES = 64 * 1024
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 # pulldown-cmark tag name -> our block kind. Anything else (emphasis, links, table cells...)
 # is inline or irrelevant for structure.
@@ -95,38 +68,6 @@ class Document:
     body_start: int  # first byte after BOM and front matter
     blocks: list[Block]
     top: list[int]  # indices of depth-0 blocks
-
-
-def front_matter_end(data: bytes) -> int:
-    """Byte offset just past a leading BOM and front matter block (0 when neither)."""
-    if b"\r" in data:
-        data = _BARE_CR_BYTES.sub(b"\n", data)
-    match = _FRONT_MATTER.match(data)
-    if match and _is_metadata(match["yaml"], match["toml"]):
-        return match.end()
-    return len(_BOM) if data.startswith(_BOM) else 0
-
-
-def bare_cr_as_newline(text: str) -> str:
-    """`text` with every bare "\\r" (not followed by "\\n") made a "\\n": the same line
-    structure for pulldown-cmark, and the same length, so offsets carry over."""
-    return _BARE_CR.sub("\n", text)
-
-
-def _is_metadata(yaml_body: bytes | None, toml_body: bytes | None) -> bool:
-    """Whether a delimited block at the top of a note is metadata: empty, or YAML / TOML
-    that loads as a mapping."""
-    body = yaml_body if toml_body is None else toml_body
-    if body is None or not body.strip():
-        return True
-    if len(body) > MAX_FRONT_MATTER_BYTES:
-        return False
-    text = body.decode("utf-8", "replace")
-    try:
-        loaded = tomllib.loads(text) if toml_body is not None else yaml.load(text, _YAML_LOADER)
-    except (yaml.YAMLError, tomllib.TOMLDecodeError, ValueError, RecursionError):
-        return False
-    return isinstance(loaded, dict)
 
 
 def parse(src: SourceText) -> Document:

@@ -1,0 +1,86 @@
+"""Front matter: the metadata block at the very top of a note, one rule for everyone.
+
+The chunker leaves front matter out of every chunk; the importer takes a note's title and
+tags from it. Both call `read_front_matter`, so the block the importer reads is exactly the
+block no chunk holds. Only a block at the very start (after an optional BOM) counts: YAML
+(`---` … `---`/`...`) or TOML (`+++` … `+++`), as static site generators and note apps
+write it, and only if it loads as a mapping (or is empty). A note that opens with a
+thematic break, some text and another break keeps that text as content: a misreading would
+drop it from every chunk. pulldown-cmark's own metadata option is not used: it accepts a
+`---` … `---` block anywhere, which turns a thematic break followed by a setext heading
+into "metadata" in the middle of a note.
+
+A bare "\\r" ends a line in CommonMark, but pulldown-cmark does not always read it as one
+(a fence opened or closed by it is missed, so the rest of the note becomes code). Readers
+therefore parse `bare_cr_as_newline(text)`: one character for one, so offsets carry over.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+_FRONT_MATTER = re.compile(
+    rb"\A(?:\xef\xbb\xbf)?(?:"
+    rb"---[ \t]*\r?\n(?![ \t]*\r?\n)(?P<yaml>(?:.*?\r?\n)??)(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)"
+    rb"|\+\+\+[ \t]*\r?\n(?P<toml>(?:.*?\r?\n)??)\+\+\+[ \t]*(?:\r?\n|\Z))",
+    re.S,
+)
+_BOM = b"\xef\xbb\xbf"
+_BARE_CR = re.compile(r"\r(?!\n)")
+_BARE_CR_BYTES = re.compile(rb"\r(?!\n)")
+# Larger blocks are not taken for metadata (they stay content): no YAML load of a huge note.
+MAX_FRONT_MATTER_BYTES = 64 * 1024
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass(frozen=True, slots=True)
+class FrontMatter:
+    """Where a note's body starts (a byte offset past BOM and front matter) and the
+    front matter's fields ({} when there is none, or it is empty)."""
+
+    end: int
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+def bare_cr_as_newline(text: str) -> str:
+    """`text` with every bare "\\r" (not followed by "\\n") made a "\\n": the same line
+    structure for pulldown-cmark, and the same length, so offsets carry over."""
+    return _BARE_CR.sub("\n", text)
+
+
+def read_front_matter(data: bytes) -> FrontMatter:
+    """The front matter of a note given as UTF-8 bytes (see module docstring)."""
+    if b"\r" in data:
+        data = _BARE_CR_BYTES.sub(b"\n", data)
+    match = _FRONT_MATTER.match(data)
+    if match:
+        fields = _load(match["yaml"], match["toml"])
+        if fields is not None:
+            return FrontMatter(match.end(), fields)
+    return FrontMatter(len(_BOM) if data.startswith(_BOM) else 0)
+
+
+def front_matter_end(data: bytes) -> int:
+    """Byte offset just past a leading BOM and front matter block (0 when neither)."""
+    return read_front_matter(data).end
+
+
+def _load(yaml_body: bytes | None, toml_body: bytes | None) -> dict[str, Any] | None:
+    """The mapping a delimited block at the top of a note holds ({} when empty), or None
+    when it is not metadata (does not load, is not a mapping, or is too large)."""
+    body = yaml_body if toml_body is None else toml_body
+    if body is None or not body.strip():
+        return {}
+    if len(body) > MAX_FRONT_MATTER_BYTES:
+        return None
+    text = body.decode("utf-8", "replace")
+    try:
+        loaded = tomllib.loads(text) if toml_body is not None else yaml.load(text, _YAML_LOADER)
+    except (yaml.YAMLError, tomllib.TOMLDecodeError, ValueError, RecursionError):
+        return None
+    return loaded if isinstance(loaded, dict) else None
