@@ -112,9 +112,15 @@ API_KEYS_INDEXES = [
 ]
 EMBEDDING_CACHE_INDEXES = [
     IndexModel(
-        [("model", ASCENDING), ("content_hash", ASCENDING)], name="model_hash_unique", unique=True
+        [("author_id", ASCENDING), ("model", ASCENDING), ("content_hash", ASCENDING)],
+        name="author_model_hash_unique",
+        unique=True,
     ),
 ]
+# Before the cache was scoped by author: unique per (model, hash), which would now refuse
+# two authors' copies of one text. Dropped on startup; its entries (no author) match no
+# lookup any more and expire by TTL.
+_LEGACY_CACHE_INDEX = "model_hash_unique"
 
 
 async def ensure_indexes(db: AsyncDatabase, *, cache_ttl_days: int = 30) -> None:
@@ -125,6 +131,11 @@ async def ensure_indexes(db: AsyncDatabase, *, cache_ttl_days: int = 30) -> None
     log.info("note_chunks_indexes_created", count=len(NOTE_CHUNKS_INDEXES))
     await db.users.create_indexes(USERS_INDEXES)
     await db.api_keys.create_indexes(API_KEYS_INDEXES)
+    try:
+        await db.embedding_cache.drop_index(_LEGACY_CACHE_INDEX)
+    except OperationFailure as exc:
+        if exc.code not in (26, 27):  # NamespaceNotFound / IndexNotFound
+            raise
     await db.embedding_cache.create_indexes(EMBEDDING_CACHE_INDEXES)
     ttl = cache_ttl_days * 86_400
     try:

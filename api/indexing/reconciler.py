@@ -254,7 +254,7 @@ class Reconciler:
         }
         missing = sorted({c.content_hash for c in chunks} - found.keys())
         if missing:
-            found.update(await self.cache.get_many(self.model_key, missing))
+            found.update(await self.cache.get_many(note["author_id"], self.model_key, missing))
             missing = [h for h in missing if h not in found]
         if missing:
             found.update(
@@ -388,14 +388,13 @@ class Reconciler:
         await self.chunks.delete_other_versions(note_id, keep_version)
 
     async def _cache_evicted(self, docs: list[dict[str, Any]], keep: set[str]) -> None:
-        by_model: dict[str, dict[str, Any]] = {}
+        by_key: dict[tuple[Any, str], dict[str, Any]] = {}
         for d in docs:
             if d.get("embedding") is not None and d["content_hash"] not in keep:
-                by_model.setdefault(d.get("embedding_model", ""), {})[d["content_hash"]] = d[
-                    "embedding"
-                ]
-        for model, vectors in by_model.items():
-            await self.cache.put_many(model, vectors)
+                key = (d.get("author_id"), d.get("embedding_model", ""))
+                by_key.setdefault(key, {})[d["content_hash"]] = d["embedding"]
+        for (author_id, model), vectors in by_key.items():
+            await self.cache.put_many(author_id, model, vectors)
 
     async def _remove(
         self, note: dict[str, Any], token: str, started: float

@@ -67,18 +67,18 @@ class Estimate:
         chunks: list[tuple[str, int]],
         *,
         known: set[tuple[Any, str]],
-        cached: set[str],
+        cached: set[tuple[Any, str]],
         seen: set[tuple[Any, str]],
     ) -> None:
         """Count one note's `(content_hash, tokens)` chunks. `known`: (author, hash) pairs
-        with a stored vector; `cached`: hashes in the embedding cache; `seen`: pairs already
+        with a stored vector; `cached`: those in the embedding cache; `seen`: pairs already
         counted as embedded in this batch (updated here)."""
         self.notes += 1
         for content_hash, tokens in chunks:
             self.chunks += 1
             self.tokens += tokens
             key = (author, content_hash)
-            if key in known or content_hash in cached or key in seen:
+            if key in known or key in cached or key in seen:
                 self.reusable_chunks += 1
                 self.reusable_tokens += tokens
             else:
@@ -162,7 +162,7 @@ async def estimate(
         hashes = sorted({h for p in planned if not isinstance(p, Exception) for h, _ in p})
         authors = {d.get("author_id") for d in docs}
         known = await reuse.chunk_hashes(authors, selection.embedding_model, hashes)
-        cached = await reuse.cached_hashes(selection.embedding_model, hashes)
+        cached = await reuse.cached_hashes(authors, selection.embedding_model, hashes)
         # Duplicates are tracked per batch only: a set over a huge database would not fit
         # in memory; cross-batch duplicates count as embedded (the estimate errs high).
         seen: set[tuple[Any, str]] = set()

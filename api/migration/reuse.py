@@ -40,6 +40,9 @@ class ReuseLookup:
         reconciler reuses vectors across an author's notes, never across authors."""
         return await self._chunks.hashes_with_vectors(authors, model, hashes)
 
-    async def cached_hashes(self, model: str, hashes: list[str]) -> set[str]:
-        """Hashes present in the embedding cache for `model`."""
-        return await self._cache.present_hashes(model, hashes)
+    async def cached_hashes(
+        self, authors: Iterable[Any], model: str, hashes: list[str]
+    ) -> set[tuple[Any, str]]:
+        """(author_id, content_hash) pairs in the embedding cache for `model` (it is
+        scoped by author too)."""
+        return await self._cache.present_hashes(authors, model, hashes)

@@ -121,3 +121,37 @@ async def test_ensure_indexes_is_idempotent_and_has_the_roadmap_indexes(
     finally:
         await client.drop_database(db_name)
         await client.close()
+
+
+async def test_ensure_indexes_scopes_an_old_embedding_cache_by_author(
+    mongo_url: str, db_name: str
+) -> None:
+    """A database from before the cache was scoped by author has a unique (model, hash)
+    index, which would refuse a second author's copy of the same text: it is dropped, and
+    two authors' entries for one hash coexist."""
+    from bson import ObjectId
+
+    from api.db.client import create_client
+    from api.indexing.cache_repository import EmbeddingCacheRepository
+
+    client = create_client(mongo_url)
+    try:
+        db = client[db_name]
+        await db.embedding_cache.create_index(
+            [("model", 1), ("content_hash", 1)], name="model_hash_unique", unique=True
+        )
+        await ensure_indexes(db)
+        info = await db.embedding_cache.index_information()
+        assert "model_hash_unique" not in info
+        assert info["author_model_hash_unique"]["unique"]
+        cache = EmbeddingCacheRepository(db)
+        alice, bob = ObjectId(), ObjectId()
+        await cache.put_many(alice, "m", {"h": [1.0]})
+        await cache.put_many(bob, "m", {"h": [2.0]})
+        assert await cache.get_many(alice, "m", ["h"]) == {"h": [1.0]}
+        assert await cache.get_many(bob, "m", ["h"]) == {"h": [2.0]}
+        assert await cache.get_many(ObjectId(), "m", ["h"]) == {}
+        assert await cache.present_hashes([bob], "m", ["h", "x"]) == {(bob, "h")}
+    finally:
+        await client.drop_database(db_name)
+        await client.close()

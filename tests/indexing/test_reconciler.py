@@ -127,6 +127,34 @@ async def test_restore_and_revert_cost_no_embeddings(api: Api) -> None:
     assert recorder.texts == [] and recorder.calls == 0
 
 
+async def test_no_user_reuses_another_users_vectors(api: Api) -> None:
+    """Vectors are reused across an author's own notes and versions only. A cache shared
+    by all users was an oracle: Bob could confirm a guess of Alice's text, even text she
+    had edited away or trashed, from `last_index_stats` (reused 1 vs embedded 1)."""
+    alice, bob = await api.new_user("alice"), await api.new_user("bob")
+    secret = "## Names\n\nBob Smith and Carol Jones are on the list."
+    note = await create(api, alice, secret, title="Layoffs")
+    await wait_indexed(api, alice, note["id"])
+    url = f"/v1/notes/{note['id']}"
+    await api.client.patch(url, json={"content_md": "## Names\n\n(redacted)"}, headers=alice)
+    await wait_indexed(api, alice, note["id"])
+    db = api.container.db
+    await wait_evicted(db, ObjectId(note["id"]))
+    owner = (await db.notes.find_one({"_id": ObjectId(note["id"])}))["author_id"]
+    cached = await db.embedding_cache.find({}, {"author_id": 1}).to_list()
+    assert cached and {c["author_id"] for c in cached} == {owner}
+
+    recorder = spy(api)
+    guess = await create(api, bob, secret, title="Layoffs")  # Bob's correct guess
+    stats = (await wait_indexed(api, bob, guess["id"]))["last_index_stats"]
+    assert (stats["embedded"], stats["reused"]) == (1, 0)
+    assert len(recorder.texts) == 1
+
+    # Alice's own copy of the evicted text still costs her nothing.
+    again = await create(api, alice, secret, title="Layoffs")
+    assert (await wait_indexed(api, alice, again["id"]))["last_index_stats"]["embedded"] == 0
+
+
 async def test_fifty_concurrent_edits_converge_to_the_final_content(api: Api) -> None:
     h = await api.new_user()
     note = await create(api, h, sectioned_note(5, seed=3))

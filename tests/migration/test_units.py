@@ -33,7 +33,7 @@ def test_estimate_counts_reuse_like_the_reconciler() -> None:
     est = Estimate(model="text-embedding-3-small", price_per_million=0.02)
     seen: set[Any] = set()
     known = {(alice, "h-stored")}
-    cached = {"h-cached"}
+    cached = {(alice, "h-cached")}
     # Alice: one stored, one cached, one new, and the new one repeated in the same note.
     est.add_note(
         alice,
@@ -42,12 +42,12 @@ def test_estimate_counts_reuse_like_the_reconciler() -> None:
         cached=cached,
         seen=seen,
     )
-    # Bob cannot reuse Alice's stored chunk (never across authors), but can reuse the cache.
+    # Bob reuses neither Alice's stored chunk nor her cached vector: never across authors.
     est.add_note(bob, [("h-stored", 10), ("h-cached", 20)], known=known, cached=cached, seen=seen)
     assert (est.notes, est.chunks, est.tokens) == (2, 6, 120)
-    assert (est.reusable_chunks, est.reusable_tokens) == (4, 80)
-    assert est.tokens_to_embed == 40
-    assert est.cost_usd == pytest.approx(40 * 0.02 / 1e6)
+    assert (est.reusable_chunks, est.reusable_tokens) == (3, 60)
+    assert est.tokens_to_embed == 60
+    assert est.cost_usd == pytest.approx(60 * 0.02 / 1e6)
     out = est.as_dict()
     assert out["estimated_cost_usd"] == est.cost_usd and out["reasons"] == {}
 

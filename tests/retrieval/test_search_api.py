@@ -11,7 +11,7 @@ import pytest
 
 from api.indexing.runtime import build_indexing
 from tests.conftest import Api, running_app
-from tests.helpers import wait_indexed
+from tests.helpers import RecordingEmbedder, wait_indexed
 
 CODING_TIPS = """
 ## Python Best Practices
@@ -417,3 +417,18 @@ async def test_an_edit_not_yet_indexed_never_moves_the_cited_text(make_settings:
         body = context.json()
         assert "tomatoes" not in body["context"], body["context"][:400]
         assert {c["note_version"] for c in body["citations"]} == {1}
+
+
+async def test_one_users_queries_never_warm_another_users_search(api: Api) -> None:
+    """Query vectors are cached per user: a cache hit is faster (`took_ms`), so a cache
+    shared by all users told anyone which exact questions others had just asked."""
+    alice, bob = await api.new_user("alice"), await api.new_user("bob")
+    recorder = RecordingEmbedder(api.container.search.embedder)
+    api.container.search.embedder = recorder
+    question = "is the acquisition of globex by initech final"
+    for who in (alice, alice, bob, bob):
+        await search(api, who, question)
+    assert recorder.texts == [question, question], "once per user, not once for all"
+    r = await api.client.post("/v1/chat", json={"message": question}, headers=alice)
+    assert r.status_code == 200, r.text
+    assert recorder.calls == 2, "chat shares the asking user's own cache"
