@@ -118,6 +118,11 @@ class Reconciler:
             heartbeat.cancel()
         if stats is None:
             log.warning("note.index_lease_lost")
+            if await self.queue.get(note["_id"]) is None:
+                # Purged while this run wrote its chunks, after the purge had deleted the
+                # note's chunks: the text of a deleted note must not wait for the sweep.
+                removed = await self.chunks.delete_for_note(note["_id"])
+                log.info("note.purged_chunks_removed", chunks=removed)
             return IndexOutcome(note["_id"], "lost_lease")
         return IndexOutcome(note["_id"], stats.pop("_final_status"), stats)
 

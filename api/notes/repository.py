@@ -86,10 +86,7 @@ class NotesRepository:
     ) -> dict[str, Any] | None:
         """Apply `changes` atomically; bump `version` and re-queue only if title/content
         really change. One pipeline update, so 50 concurrent PATCHes cannot lose a bump."""
-        query: dict[str, Any] = {"_id": note_id, "author_id": author_id}
-        if expected_version is not None:
-            # Compared as read (`whole_version`): a legacy note without `version` is 1.
-            query["$expr"] = {"$eq": [WHOLE_VERSION, expected_version]}
+        query = {"_id": note_id, "author_id": author_id, **_version_is(expected_version)}
         content_tests = [
             {"$ne": [f"${field}", _lit(changes[field])]}
             for field in ("title", "content_md")
@@ -134,10 +131,17 @@ class NotesRepository:
         to_status: str,
         now: datetime,
         index_status: str,
+        expected_version: int | None = None,
     ) -> dict[str, Any] | None:
-        """Trash or restore; either way the index must follow, so the note is re-queued."""
+        """Trash or restore (only at `expected_version` when given); either way the index
+        must follow, so the note is re-queued."""
         return await self.collection.find_one_and_update(
-            {"_id": note_id, "author_id": author_id, "status": from_status},
+            {
+                "_id": note_id,
+                "author_id": author_id,
+                "status": from_status,
+                **_version_is(expected_version),
+            },
             {"$set": {"status": to_status, "updated_at": now, **pending_fields(now, index_status)}},
             return_document=ReturnDocument.AFTER,
         )
@@ -152,9 +156,20 @@ class NotesRepository:
             return_document=ReturnDocument.AFTER,
         )
 
-    async def delete(self, note_id: ObjectId, author_id: ObjectId) -> bool:
-        result = await self.collection.delete_one({"_id": note_id, "author_id": author_id})
+    async def delete(
+        self, note_id: ObjectId, author_id: ObjectId, *, expected_version: int | None = None
+    ) -> bool:
+        """Delete the note (only at `expected_version` when given)."""
+        result = await self.collection.delete_one(
+            {"_id": note_id, "author_id": author_id, **_version_is(expected_version)}
+        )
         return result.deleted_count == 1
+
+
+def _version_is(expected: int | None) -> dict[str, Any]:
+    """The If-Match condition of a write: the version compared as read (`whole_version`:
+    a legacy note without `version` is 1), or none."""
+    return {} if expected is None else {"$expr": {"$eq": [WHOLE_VERSION, expected]}}
 
 
 SEARCH_META = {

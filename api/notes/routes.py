@@ -209,7 +209,7 @@ async def update_note(
 @router.delete(
     "/{note_id}",
     response_model=NoteOut,
-    responses={204: {"description": "Permanently deleted"}, **errors(400, 404, *AUTHED)},
+    responses={204: {"description": "Permanently deleted"}, **errors(400, 404, 412, *AUTHED)},
 )
 async def delete_note(
     note_id: NoteId,
@@ -217,21 +217,28 @@ async def delete_note(
     notes: NotesServiceDep,
     response: Response,
     permanent: Annotated[bool, Query(description="Purge the note and its chunks")] = False,
+    if_match: IfMatch = None,  # optional, but never null in the schema
 ) -> NoteOut | Response:
     """Move a note to the trash (its chunks leave the search index; restore brings them
-    back without re-embedding). `?permanent=true` deletes it for good (204)."""
+    back without re-embedding). `?permanent=true` deletes it for good (204). With
+    `If-Match: <version>` it applies only to that version, else 412."""
     if permanent:
-        await notes.purge(user, note_id)
+        await notes.purge(user, note_id, if_match)
         return Response(status_code=status.HTTP_204_NO_CONTENT)
-    return _with_etag(response, await notes.trash(user, note_id))
+    return _with_etag(response, await notes.trash(user, note_id, if_match))
 
 
-@router.post("/{note_id}/restore", response_model=NoteOut, responses=errors(400, 404, *AUTHED))
+@router.post("/{note_id}/restore", response_model=NoteOut, responses=errors(400, 404, 412, *AUTHED))
 async def restore_note(
-    note_id: NoteId, user: CurrentUser, notes: NotesServiceDep, response: Response
+    note_id: NoteId,
+    user: CurrentUser,
+    notes: NotesServiceDep,
+    response: Response,
+    if_match: IfMatch = None,  # optional, but never null in the schema
 ) -> NoteOut:
-    """Bring a trashed note back (idempotent for an active note)."""
-    return _with_etag(response, await notes.restore(user, note_id))
+    """Bring a trashed note back (idempotent for an active note). With
+    `If-Match: <version>` it applies only to that version, else 412."""
+    return _with_etag(response, await notes.restore(user, note_id, if_match))
 
 
 @router.post(

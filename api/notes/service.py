@@ -40,6 +40,13 @@ def parse_note_id(value: str) -> ObjectId:
     return oid
 
 
+def bson_now() -> datetime:
+    """Now, at BSON's millisecond precision: a response built from a document before it
+    is stored (create) then shows the timestamps a later read returns."""
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
 def parse_if_match(value: str | None) -> int | None:
     """`If-Match: 3`, `"3"` or `W/"3"` → 3; absent or `*` (RFC 9110: any current version,
     which an existing note always has) → None."""
@@ -141,7 +148,7 @@ class NotesService:
     async def create(self, user: User, data: NoteCreate) -> dict[str, Any]:
         """Store a new note (version 1) and queue it for indexing."""
         self._check_limits(data.content_md, data.tags)
-        now = datetime.now(UTC)
+        now = bson_now()
         tags = normalize_tags(data.tags)
         doc: dict[str, Any] = {
             "author_id": user.id,
@@ -202,60 +209,73 @@ class NotesService:
             user.id,
             changes=changes,
             expected_version=expected,
-            now=datetime.now(UTC),
+            now=bson_now(),
             index_status=self._queue_status,
         )
         if doc is None:
-            current = await self._repo.get(oid, user.id)
-            if current is None:
-                raise NotFound("note not found")
-            current_version = whole_version(current.get("version"))
-            raise PreconditionFailed(
-                f"If-Match version {expected} does not match current version {current_version}"
-            )
+            await self._unchanged(oid, user, expected)
+            raise PreconditionFailed("the note changed during the request; retry")
         log.info(
             "note.updated", note_id=note_id, version=doc.get("version"), fields=sorted(changes)
         )
         return await self._changed(doc)
 
-    async def trash(self, user: User, note_id: str) -> dict[str, Any]:
-        """Soft delete: the note becomes `trashed` and its chunks leave the index."""
-        oid = parse_note_id(note_id)
-        doc = await self._repo.set_status(
-            oid,
-            user.id,
-            from_status="active",
-            to_status="trashed",
-            now=datetime.now(UTC),
-            index_status=self._queue_status,
-        )
-        if doc is None:
-            doc = await self._owned(user, note_id)  # 404 if absent; already trashed is fine
-            return doc
-        log.info("note.trashed", note_id=note_id)
-        return await self._changed(doc)
-
-    async def restore(self, user: User, note_id: str) -> dict[str, Any]:
-        """Bring a trashed note back; its chunks return (embeddings reused, not recomputed)."""
-        oid = parse_note_id(note_id)
-        doc = await self._repo.set_status(
-            oid,
-            user.id,
-            from_status="trashed",
-            to_status="active",
-            now=datetime.now(UTC),
-            index_status=self._queue_status,
-        )
-        if doc is None:
-            return await self._owned(user, note_id)  # 404 if absent; already active is fine
-        log.info("note.restored", note_id=note_id)
-        return await self._changed(doc)
-
-    async def purge(self, user: User, note_id: str) -> None:
-        """Permanent delete of the note and its chunks."""
-        oid = parse_note_id(note_id)
-        if not await self._repo.delete(oid, user.id):
+    async def _unchanged(self, oid: ObjectId, user: User, expected: int | None) -> dict[str, Any]:
+        """The note after a conditional write matched nothing: NotFound if it does not
+        exist (for this user), PreconditionFailed if it is not at `expected`."""
+        current = await self._repo.get(oid, user.id)
+        if current is None:
             raise NotFound("note not found")
+        current_version = whole_version(current.get("version"))
+        if expected is not None and current_version != expected:
+            raise PreconditionFailed(
+                f"If-Match version {expected} does not match current version {current_version}"
+            )
+        return current
+
+    async def trash(self, user: User, note_id: str, if_match: str | None = None) -> dict[str, Any]:
+        """Soft delete: the note becomes `trashed` and its chunks leave the index.
+        `If-Match: <version>` makes it conditional (412 on mismatch)."""
+        return await self._set_status(user, note_id, if_match, "active", "trashed")
+
+    async def restore(
+        self, user: User, note_id: str, if_match: str | None = None
+    ) -> dict[str, Any]:
+        """Bring a trashed note back; its chunks return (embeddings reused, not recomputed).
+        `If-Match: <version>` makes it conditional (412 on mismatch)."""
+        return await self._set_status(user, note_id, if_match, "trashed", "active")
+
+    async def _set_status(
+        self, user: User, note_id: str, if_match: str | None, from_status: str, to_status: str
+    ) -> dict[str, Any]:
+        oid = parse_note_id(note_id)
+        expected = parse_if_match(if_match)
+        doc = await self._repo.set_status(
+            oid,
+            user.id,
+            from_status=from_status,
+            to_status=to_status,
+            now=bson_now(),
+            index_status=self._queue_status,
+            expected_version=expected,
+        )
+        if doc is None:
+            # 404 if absent, 412 at another version; already in `to_status` is fine.
+            current = await self._unchanged(oid, user, expected)
+            if current.get("status") == from_status:
+                raise PreconditionFailed("the note changed during the request; retry")
+            return current
+        log.info("note.trashed" if to_status == "trashed" else "note.restored", note_id=note_id)
+        return await self._changed(doc)
+
+    async def purge(self, user: User, note_id: str, if_match: str | None = None) -> None:
+        """Permanent delete of the note and its chunks. `If-Match: <version>` makes it
+        conditional (412 on mismatch: a concurrent edit is never deleted unseen)."""
+        oid = parse_note_id(note_id)
+        expected = parse_if_match(if_match)
+        if not await self._repo.delete(oid, user.id, expected_version=expected):
+            await self._unchanged(oid, user, expected)
+            raise PreconditionFailed("the note changed during the request; retry")
         removed = await self._chunks.delete_for_note(oid)
         log.info("note.purged", note_id=note_id, chunks_deleted=removed)
         if self._on_purge is not None:
@@ -273,7 +293,7 @@ class NotesService:
         """Queue the note for indexing again (also a `failed` one, with a fresh budget)."""
         if not self._chunking_enabled:
             raise ValidationFailed("chunking is disabled (CHUNKING_ENABLED=false)")
-        doc = await self._repo.requeue(parse_note_id(note_id), user.id, datetime.now(UTC))
+        doc = await self._repo.requeue(parse_note_id(note_id), user.id, bson_now())
         if doc is None:
             raise NotFound("note not found")
         log.info("note.reindex_requested", note_id=note_id)

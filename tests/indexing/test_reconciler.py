@@ -155,6 +155,51 @@ async def test_no_user_reuses_another_users_vectors(api: Api) -> None:
     assert (await wait_indexed(api, alice, again["id"]))["last_index_stats"]["embedded"] == 0
 
 
+class GatedEmbedder(RecordingEmbedder):
+    """Holds every embed call until `release` is set (`entered` tells it is waiting)."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def embed(self, texts: list[str], **kwargs: Any) -> Any:
+        self.entered.set()
+        await self.release.wait()
+        return await super().embed(texts, **kwargs)
+
+
+async def test_a_note_purged_while_it_is_indexed_leaves_no_chunks(api: Api) -> None:
+    """The purge deletes the note's chunks at once, but a run already embedding it then
+    wrote its own and lost its lease: the deleted text stayed in note_chunks until the
+    orphan sweep (every 10 minutes). That run now removes them."""
+    h = await api.new_user()
+    reconciler = api.container.indexing.reconciler
+    gate = GatedEmbedder(reconciler.embedder)
+    reconciler.embedder = gate
+    written = asyncio.Event()
+    insert_version = reconciler.chunks.insert_version
+
+    async def insert_and_tell(*args: Any, **kwargs: Any) -> Any:
+        result = await insert_version(*args, **kwargs)
+        written.set()
+        return result
+
+    reconciler.chunks.insert_version = insert_and_tell
+    note = await create(api, h, sectioned_note(6, seed=5))
+    await asyncio.wait_for(gate.entered.wait(), 30)
+    r = await api.client.delete(f"/v1/notes/{note['id']}", params={"permanent": "true"}, headers=h)
+    assert r.status_code == 204
+    gate.release.set()
+    await asyncio.wait_for(written.wait(), 30)
+    chunks = api.container.db.note_chunks
+    for _ in range(100):
+        if await chunks.count_documents({"note_id": ObjectId(note["id"])}) == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert await chunks.count_documents({"note_id": ObjectId(note["id"])}) == 0
+
+
 async def test_fifty_concurrent_edits_converge_to_the_final_content(api: Api) -> None:
     h = await api.new_user()
     note = await create(api, h, sectioned_note(5, seed=3))

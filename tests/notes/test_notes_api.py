@@ -36,6 +36,10 @@ async def test_create_returns_note_with_roadmap_fields(api: Api) -> None:
     assert resp.headers["etag"] == '"1"'
     got = await api.client.get(f"/v1/notes/{note['id']}", headers=h)
     assert got.status_code == 200 and got.json()["content_md"] == NOTE["content_md"]
+    # The timestamps returned are those stored (BSON keeps milliseconds; the response
+    # used to carry microseconds, a change that never happened for clients comparing).
+    for field in ("created_at", "updated_at"):
+        assert got.json()[field] == note[field]
 
 
 async def test_title_is_trimmed_and_tags_deduplicated(api: Api) -> None:
@@ -122,6 +126,42 @@ async def test_if_match(api: Api) -> None:
     missing = url[:-6] + ("000000" if not url.endswith("000000") else "111111")
     gone = await api.client.patch(missing, json={"content_md": "x"}, headers={**h, "If-Match": "*"})
     assert gone.status_code == 404
+
+
+async def test_if_match_guards_trash_restore_and_permanent_delete(api: Api) -> None:
+    """RFC 9110: the condition is evaluated before the method. A stale conditional
+    permanent delete used to succeed (204) and purge a concurrent edit unseen."""
+    h = await api.new_user()
+    note = await create(api, h)
+    url = f"/v1/notes/{note['id']}"
+    await api.client.patch(url, json={"content_md": "someone else's edit"}, headers=h)
+    stale = {**h, "If-Match": '"1"'}
+    purge = await api.client.delete(url, params={"permanent": "true"}, headers=stale)
+    assert purge.status_code == 412 and purge.json()["error"] == "precondition_failed"
+    assert "current version 2" in purge.json()["detail"]
+    trash = await api.client.delete(url, headers=stale)
+    assert trash.status_code == 412
+    bad = await api.client.delete(url, headers={**h, "If-Match": "not-a-version"})
+    assert bad.status_code == 422
+    kept = (await api.client.get(url, headers=h)).json()
+    assert (kept["status"], kept["version"], kept["content_md"]) == (
+        "active",
+        2,
+        "someone else's edit",
+    )
+
+    current = {**h, "If-Match": "2"}
+    assert (await api.client.delete(url, headers=current)).json()["status"] == "trashed"
+    assert (await api.client.delete(url, headers=current)).status_code == 200  # idempotent
+    assert (await api.client.post(f"{url}/restore", headers=stale)).status_code == 412
+    assert (await api.client.get(url, headers=h)).json()["status"] == "trashed"
+    restored = await api.client.post(f"{url}/restore", headers={**h, "If-Match": "*"})
+    assert restored.status_code == 200 and restored.json()["status"] == "active"
+    gone = await api.client.delete(url, params={"permanent": "true"}, headers=current)
+    assert gone.status_code == 204
+    again = await api.client.delete(url, params={"permanent": "true"}, headers=current)
+    assert again.status_code == 404
+    assert await api.container.db.notes.count_documents({}) == 0
 
 
 async def test_trash_restore_and_purge(api: Api) -> None:
