@@ -130,7 +130,7 @@ def convert_file(filename: str, data: bytes, *, max_bytes: int = 2_000_000) -> I
             f"{shown} is not supported; use one of {', '.join(sorted(SUPPORTED_EXTENSIONS))}",
         )
     if len(data) > max_bytes:
-        raise ImportFileError("too_large", f"{len(data)} bytes exceeds the {max_bytes} limit")
+        raise ImportFileError("too_large", f"larger than the per-file limit of {max_bytes} bytes")
     if not data.strip():
         raise ImportFileError("empty", "the file is empty")
     try:

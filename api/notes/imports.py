@@ -5,6 +5,7 @@ validated and indexed exactly like any other. One bad file never stops the other
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,9 +16,23 @@ from api.errors import DomainError
 from api.importing import ImportFileError, convert_file
 from api.notes.models import NoteCreate
 from api.notes.service import NotesService
+from api.schemas import TEXT_PATTERN
 from api.users.models import User
 
 log = structlog.get_logger(__name__)
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+_VALID_TEXT = re.compile(TEXT_PATTERN)
+
+
+def one_line(text: str, limit: int) -> str | None:
+    """A title or tag the importer derived (a heading, a file name, front matter) as the
+    API accepts one: control characters (NUL or DEL in a heading, a tab in a file name)
+    become spaces, whitespace is collapsed, at most `limit` characters; None if nothing
+    visible is left. The file's author never typed it as a title, so it is cleaned rather
+    than failing the file."""
+    cleaned = " ".join(_CONTROL.sub(" ", text).split())[:limit].rstrip()
+    return cleaned if _VALID_TEXT.match(cleaned) else None
 
 
 @dataclass
@@ -47,12 +62,10 @@ class ImportService:
                     converted = await asyncio.to_thread(
                         convert_file, filename, data, max_bytes=self._max_file_bytes
                     )
-                tags = list(dict.fromkeys([*converted.tags, *(extra_tags or [])]))
-                body = NoteCreate(
-                    title=converted.title[:500] or filename[:500],
-                    content_md=converted.content_md,
-                    tags=tags,
-                )
+                derived = [t for t in (one_line(t, 512) for t in converted.tags) if t]
+                tags = list(dict.fromkeys([*derived, *(extra_tags or [])]))
+                title = one_line(converted.title, 500) or one_line(filename, 500) or "untitled"
+                body = NoteCreate(title=title, content_md=converted.content_md, tags=tags)
                 doc = await self._notes.create(user, body)
             except ImportFileError as exc:
                 report.errors.append((filename, exc.code, exc.detail))

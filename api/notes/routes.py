@@ -11,7 +11,7 @@ from starlette.datastructures import UploadFile as StarletteUpload
 from starlette.formparsers import MultiPartException
 
 from api.deps import ContainerDep, CurrentUser, NotesServiceDep
-from api.errors import BadRequest, PayloadTooLarge, ValidationFailed
+from api.errors import BadRequest, ValidationFailed
 from api.notes.models import (
     ChunkList,
     ChunkOut,
@@ -150,12 +150,9 @@ async def import_notes(
         files, options = _import_parts(form)
         payload: list[tuple[str, bytes]] = []
         for upload in files:
+            # One byte over is enough for the import to list the file as `too_large`
+            # (each file succeeds or fails on its own); the rest is never read.
             data = await upload.read(settings.autonote_max_import_file_bytes + 1)
-            if len(data) > settings.autonote_max_import_file_bytes:
-                raise PayloadTooLarge(
-                    f"{upload.filename}: over the per-file limit of "
-                    f"{settings.autonote_max_import_file_bytes} bytes"
-                )
             payload.append((upload.filename or "untitled", data))
     finally:
         await form.close()

@@ -110,6 +110,62 @@ async def test_import_rejects_oversized_upload(make_settings: Any) -> None:
         assert await api.container.db.notes.count_documents({}) == 0
 
 
+async def test_a_file_over_the_per_file_limit_fails_alone(make_settings: Any) -> None:
+    """Each file succeeds or fails on its own: one over the per-file limit is listed as
+    `too_large` and the others are imported (the whole request used to fail with 413)."""
+    from tests.conftest import running_app
+
+    async with running_app(make_settings(autonote_max_import_file_bytes=2000)) as api:
+        h = await api.new_user()
+        r = await api.client.post(
+            "/v1/notes/import",
+            headers=h,
+            files=[
+                ("files", ("ok.md", b"# Fits\n\nsmall", "text/markdown")),
+                ("files", ("big.md", b"x" * 3000, "text/markdown")),
+            ],
+        )
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert [i["filename"] for i in body["imported"]] == ["ok.md"]
+        assert [(e["filename"], e["error"]) for e in body["errors"]] == [("big.md", "too_large")]
+        assert "2000 bytes" in body["errors"][0]["detail"]
+        assert await api.container.db.notes.count_documents({}) == 1
+
+
+async def test_derived_titles_and_tags_are_cleaned_not_fatal(api: Api) -> None:
+    """A title or tag the importer derives (H1, front matter) with control characters is
+    cleaned; such files used to fail with a raw regex in `detail`."""
+    h = await api.new_user()
+    files = [
+        ("del.md", b"# a\x7fb\n\ntext"),
+        ("nul.md", b"# N\x00ul\n\ntext"),
+        ("tags.md", b'---\ntags: ["a\\x01b", ok]\n---\ntext'),
+    ]
+    r = await api.client.post(
+        "/v1/notes/import",
+        headers=h,
+        files=[("files", (name, data, "text/markdown")) for name, data in files],
+    )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["errors"] == []
+    got = {i["filename"]: (i["note"]["title"], i["note"]["tags"]) for i in body["imported"]}
+    assert got == {
+        "del.md": ("a b", []),
+        "nul.md": ("N ul", []),
+        "tags.md": ("tags", ["a b", "ok"]),
+    }
+
+
+def test_a_derived_title_falls_back_to_the_file_name_then_untitled() -> None:
+    from api.notes.imports import one_line
+
+    assert one_line("tab\tand\x01name.md", 500) == "tab and name.md"
+    assert one_line("\x01", 500) is None and one_line("\ufeff", 500) is None
+    assert one_line("  x " + "y" * 600, 500) == "x " + "y" * 498
+
+
 def test_cli_import_of_a_vault(make_settings: Any, tmp_path: Path) -> None:
     vault = tmp_path / "vault"
     (vault / ".obsidian").mkdir(parents=True)
