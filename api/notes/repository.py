@@ -84,8 +84,11 @@ class NotesRepository:
         now: datetime,
         index_status: str,
     ) -> dict[str, Any] | None:
-        """Apply `changes` atomically; bump `version` and re-queue only if title/content
-        really change. One pipeline update, so 50 concurrent PATCHes cannot lose a bump."""
+        """Apply `changes` atomically; bump `version` and re-queue only if the title,
+        content or tags really change. The version is the ETag that If-Match checks, so a
+        tag edit bumps it too: else two clients editing tags from the same read would both
+        pass If-Match and one edit would be lost. One pipeline update, so 50 concurrent
+        PATCHes cannot lose a bump."""
         query = {"_id": note_id, "author_id": author_id, **_version_is(expected_version)}
         content_tests = [
             {"$ne": [f"${field}", _lit(changes[field])]}
@@ -106,7 +109,7 @@ class NotesRepository:
             {
                 "$set": {
                     # Legacy notes (no `version`, or "3") are stored as a whole number.
-                    "version": {"$cond": ["$_changed", NEXT_VERSION, WHOLE_VERSION]},
+                    "version": {"$cond": [requeue, NEXT_VERSION, WHOLE_VERSION]},
                     "changed_at": if_requeue(now, "changed_at"),
                     "index_status": if_requeue(index_status, "index_status"),
                     "next_attempt_at": if_requeue(now, "next_attempt_at"),

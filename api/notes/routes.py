@@ -197,9 +197,10 @@ async def update_note(
     response: Response,
     if_match: IfMatch = None,  # optional, but never null in the schema
 ) -> NoteOut:
-    """Change some of title, content_md, tags. `version` goes up by one only when the title
-    or content actually changes (then the note is re-indexed). With `If-Match: <version>`
-    the update applies only to that version, else 412."""
+    """Change some of title, content_md, tags. `version` goes up by one only when one of
+    them actually changes (then the note is re-indexed; unchanged chunks keep their
+    embeddings). With `If-Match: <version>` the update applies only to that version, else
+    412."""
     return _with_etag(response, await notes.patch(user, note_id, body, if_match))
 
 

@@ -183,6 +183,12 @@ class NotesService:
     async def list(
         self, user: User, *, status: str, tag: str | None, cursor: str | None, limit: int
     ) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of the user's notes, newest first; `tag` is compared as tags are stored
+        (trimmed)."""
+        if tag is not None:
+            tag = normalize_tags([tag])[0]
+            if not tag:
+                raise ValidationFailed("tag must not be blank")
         after = decode_cursor(cursor) if cursor else None
         docs = await self._repo.list_page(
             user.id, status=status, tag=tag, after=after, limit=limit + 1

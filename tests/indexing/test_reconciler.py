@@ -243,10 +243,11 @@ async def test_tag_change_updates_chunks_without_embedding(api: Api) -> None:
     await wait_indexed(api, h, note["id"])
     recorder = spy(api)
     r = await api.client.patch(f"/v1/notes/{note['id']}", json={"tags": ["b", "c"]}, headers=h)
-    assert r.json()["version"] == 1
-    await wait_indexed(api, h, note["id"])
+    assert r.json()["version"] == 2  # the ETag If-Match checks moves with the tags
+    after = await wait_indexed(api, h, note["id"])
+    assert after["indexed_version"] == 2 and after["last_index_stats"]["embedded"] == 0
     docs = await stored_chunks(api, note["id"])
-    assert docs and all(d["tags"] == ["b", "c"] for d in docs)
+    assert docs and all(d["tags"] == ["b", "c"] and d["note_version"] == 2 for d in docs)
     assert recorder.calls == 0
 
 

@@ -29,8 +29,8 @@ async def test_legacy_note_reads_and_updates(api: Api) -> None:
     assert got.headers["etag"] == '"1"' and got.json()["updated_at"].startswith("2024-01-02")
     listed = (await api.client.get("/v1/notes", headers=h)).json()["items"]
     assert [n["id"] for n in listed] == [str(oid)]
-    tags = await api.client.patch(url, json={"tags": ["kept"]}, headers={**h, "If-Match": "1"})
-    assert tags.status_code == 200 and tags.json()["version"] == 1
+    same = await api.client.patch(url, json={"tags": ["old"]}, headers={**h, "If-Match": "1"})
+    assert same.status_code == 200 and same.json()["version"] == 1
     edit = await api.client.patch(url, json={"content_md": "new"}, headers={**h, "If-Match": "1"})
     assert edit.status_code == 200 and edit.json()["version"] == 2
     stale = await api.client.patch(url, json={"content_md": "x"}, headers={**h, "If-Match": "1"})

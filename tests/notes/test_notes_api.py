@@ -76,26 +76,49 @@ async def test_list_filters_by_tag_and_status(api: Api) -> None:
     await api.client.delete(f"/v1/notes/{b['id']}", headers=h)
     red = (await api.client.get("/v1/notes", params={"tag": "red"}, headers=h)).json()
     assert [n["id"] for n in red["items"]] == [a["id"]]
+    # Compared as stored (trimmed), like search's tag filter; case counts.
+    same = (await api.client.get("/v1/notes", params={"tag": " red "}, headers=h)).json()
+    assert [n["id"] for n in same["items"]] == [a["id"]]
+    other = (await api.client.get("/v1/notes", params={"tag": "RED"}, headers=h)).json()
+    assert other["items"] == []
+    blank = await api.client.get("/v1/notes", params={"tag": "  "}, headers=h)
+    assert blank.status_code == 422 and blank.json()["error"] == "validation_error"
     trashed = (await api.client.get("/v1/notes", params={"status": "trashed"}, headers=h)).json()
     assert [n["id"] for n in trashed["items"]] == [b["id"]]
     active = (await api.client.get("/v1/notes", headers=h)).json()
     assert [n["id"] for n in active["items"]] == [a["id"]]
 
 
-async def test_patch_bumps_version_only_on_title_or_content_change(api: Api) -> None:
+async def test_patch_bumps_version_only_on_a_real_change(api: Api) -> None:
     h = await api.new_user()
     note = await create(api, h)
     url = f"/v1/notes/{note['id']}"
     r = await api.client.patch(url, json={"tags": ["x"]}, headers=h)
-    assert r.status_code == 200 and r.json()["version"] == 1 and r.json()["tags"] == ["x"]
-    r = await api.client.patch(url, json={"content_md": NOTE["content_md"]}, headers=h)
-    assert r.json()["version"] == 1, "unchanged content must not bump the version"
+    assert r.status_code == 200 and r.json()["version"] == 2 and r.json()["tags"] == ["x"]
+    r = await api.client.patch(
+        url, json={"tags": ["x "], "content_md": NOTE["content_md"]}, headers=h
+    )
+    assert r.json()["version"] == 2, "unchanged content and tags must not bump the version"
     r = await api.client.patch(url, json={"content_md": "changed"}, headers=h)
-    assert r.json()["version"] == 2 and r.json()["index_status"] == "pending"
+    assert r.json()["version"] == 3 and r.json()["index_status"] == "pending"
     r = await api.client.patch(url, json={"title": "New title"}, headers=h)
-    assert r.json()["version"] == 3 and r.json()["title"] == "New title"
-    assert r.headers["etag"] == '"3"'
+    assert r.json()["version"] == 4 and r.json()["title"] == "New title"
+    assert r.headers["etag"] == '"4"'
     assert r.json()["content_md"] == "changed" and r.json()["tags"] == ["x"]
+
+
+async def test_if_match_protects_a_concurrent_tag_edit(api: Api) -> None:
+    """Two clients edit tags from the same read: the second must get 412, not silently
+    replace the first's tags (the ETag did not change on a tag edit)."""
+    h = await api.new_user()
+    note = await create(api, h)
+    url = f"/v1/notes/{note['id']}"
+    etag = (await api.client.get(url, headers=h)).headers["etag"]
+    first = await api.client.patch(url, json={"tags": ["a", "b"]}, headers={**h, "If-Match": etag})
+    assert first.status_code == 200 and first.headers["etag"] != etag
+    second = await api.client.patch(url, json={"tags": ["a", "c"]}, headers={**h, "If-Match": etag})
+    assert second.status_code == 412
+    assert (await api.client.get(url, headers=h)).json()["tags"] == ["a", "b"]
 
 
 async def test_patch_with_dollar_strings_is_stored_literally(api: Api) -> None:
@@ -203,9 +226,9 @@ async def test_fifty_concurrent_patches_never_lose_a_version(api: Api) -> None:
     results = await asyncio.gather(*content_changes, *tag_only)
     assert all(r.status_code == 200 for r in results)
     final = (await api.client.get(url, headers=h)).json()
-    assert final["version"] == 1 + 40
-    versions = sorted(r.json()["version"] for r in results[:40])
-    assert versions == list(range(2, 42)), "every content change got its own version"
+    assert final["version"] == 1 + 50  # every tag edit changes the tags too
+    versions = sorted(r.json()["version"] for r in results)
+    assert versions == list(range(2, 52)), "every change got its own version"
 
 
 async def test_health_and_readiness(api: Api) -> None:
