@@ -71,10 +71,11 @@ class ChunksRepository:
         )
         return result.deleted_count
 
-    async def delete_other_versions(self, note_id: ObjectId, keep_version: int) -> int:
-        result = await self.collection.delete_many(
-            {"note_id": note_id, "note_version": {"$ne": keep_version}}
-        )
+    async def delete_ids(self, chunk_ids: list[Any]) -> int:
+        """Exactly these chunk documents (what a run read), never any written since."""
+        if not chunk_ids:
+            return 0
+        result = await self.collection.delete_many({"_id": {"$in": chunk_ids}})
         return result.deleted_count
 
     async def delete_older_versions(self, note_id: ObjectId, version: int) -> int:

@@ -384,13 +384,15 @@ class Reconciler:
         existing: list[dict[str, Any]],
         live: set[str],
     ) -> None:
-        """Delete the note's other versions; vectors that leave `note_chunks` (not `live`
+        """Delete the note's older versions; vectors that leave `note_chunks` (not `live`
         in the new version) move to the embedding cache."""
         old = [d for d in existing if d["note_version"] != keep_version]
         if old:
             await self._cache_evicted(old, keep=live)
-        # Always: a run that lost its lease may have written chunks after `existing` was read.
-        await self.chunks.delete_other_versions(note_id, keep_version)
+        # Older versions only, and always (a run that lost its lease may have written some
+        # after `existing` was read). Never a newer one: the commit released the lease, so
+        # another worker may already be writing the next version.
+        await self.chunks.delete_older_versions(note_id, keep_version)
 
     async def _cache_evicted(self, docs: list[dict[str, Any]], keep: set[str]) -> None:
         by_key: dict[tuple[Any, str], dict[str, Any]] = {}
@@ -410,5 +412,7 @@ class Reconciler:
         done = await self._complete(note, token, None, [], stats, written=0)
         if done is not None:
             await self._cache_evicted(existing, keep=set())
-            await self.chunks.delete_for_note(note["_id"])
+            # The chunks read above, not all of the note's: the commit released the lease,
+            # and a restore may already have another worker writing them back.
+            await self.chunks.delete_ids([d["_id"] for d in existing])
         return done

@@ -200,6 +200,65 @@ async def test_a_note_purged_while_it_is_indexed_leaves_no_chunks(api: Api) -> N
     assert await chunks.count_documents({"note_id": ObjectId(note["id"])}) == 0
 
 
+def slow_first_cache_write(api: Api) -> tuple[asyncio.Event, asyncio.Event]:
+    """Make the next embedding-cache write (a run's clean-up after its commit, which
+    released the lease) take a second: (entered, finished) events."""
+    cache = api.container.indexing.reconciler.cache
+    real = cache.put_many
+    entered, finished = asyncio.Event(), asyncio.Event()
+
+    async def slow(*args: Any) -> None:
+        first = not entered.is_set()
+        entered.set()
+        if first:
+            await asyncio.sleep(1.0)
+        await real(*args)
+        if first:
+            finished.set()
+
+    cache.put_many = slow  # type: ignore[method-assign]
+    return entered, finished
+
+
+async def test_a_late_eviction_never_deletes_the_next_versions_chunks(api: Api) -> None:
+    """Run A commits v2 (releasing the lease) and evicts v1; meanwhile the note is edited
+    and run B indexes v3. A's eviction deleted every version but v2, v3's included: the
+    note said indexed, with no chunks (found by review, with this delay injected)."""
+    h = await api.new_user()
+    note = await create(api, h, sectioned_note(3, seed=1))
+    await wait_indexed(api, h, note["id"])
+    entered, finished = slow_first_cache_write(api)
+    url = f"/v1/notes/{note['id']}"
+    await api.client.patch(url, json={"content_md": sectioned_note(3, seed=2)}, headers=h)
+    await asyncio.wait_for(entered.wait(), 30)  # A committed v2 and is evicting v1
+    await api.client.patch(url, json={"content_md": sectioned_note(3, seed=3)}, headers=h)
+    after = await wait_indexed(api, h, note["id"])
+    await asyncio.wait_for(finished.wait(), 30)
+    await wait_evicted(api.container.db, ObjectId(note["id"]))
+    assert after["indexed_version"] == 3
+    docs = await stored_chunks(api, note["id"])
+    assert len(docs) == after["chunk_count"] == 3 and {d["note_version"] for d in docs} == {3}
+
+
+async def test_a_late_removal_never_deletes_a_restored_notes_chunks(api: Api) -> None:
+    """Run A removes a trashed note's chunks after its commit; meanwhile the note is
+    restored and run B writes them back. A deleted every chunk of the note, B's too."""
+    h = await api.new_user()
+    note = await create(api, h, sectioned_note(3, seed=1))
+    await wait_indexed(api, h, note["id"])
+    entered, finished = slow_first_cache_write(api)
+    url = f"/v1/notes/{note['id']}"
+    await api.client.delete(url, headers=h)
+    await asyncio.wait_for(entered.wait(), 30)  # A committed the removal, caching vectors
+    assert (await api.client.post(f"{url}/restore", headers=h)).status_code == 200
+    await asyncio.wait_for(finished.wait(), 30)
+    after = await wait_indexed(api, h, note["id"])
+    await asyncio.sleep(0.2)  # A's delete follows its cache write at once
+    assert after["status"] == "active" and after["chunk_count"] == 3
+    docs = await stored_chunks(api, note["id"])
+    assert len(docs) == 3 and {d["note_version"] for d in docs} == {after["indexed_version"]}
+
+
 async def test_fifty_concurrent_edits_converge_to_the_final_content(api: Api) -> None:
     h = await api.new_user()
     note = await create(api, h, sectioned_note(5, seed=3))
@@ -352,7 +411,7 @@ async def test_old_version_is_evicted_even_when_the_database_blips_after_the_com
     note = await create(api, h, sectioned_note(4, seed=5))
     await wait_indexed(api, h, note["id"])
     chunks = api.container.indexing.reconciler.chunks
-    real = chunks.delete_other_versions
+    real = chunks.delete_older_versions
     calls: list[int] = []
 
     async def blips_once(note_id: Any, keep_version: int) -> int:
@@ -363,7 +422,7 @@ async def test_old_version_is_evicted_even_when_the_database_blips_after_the_com
                 raise AutoReconnect("connection reset after the commit")
         return await real(note_id, keep_version)
 
-    chunks.delete_other_versions = blips_once  # type: ignore[method-assign]
+    chunks.delete_older_versions = blips_once  # type: ignore[method-assign]
     r = await api.client.patch(
         f"/v1/notes/{note['id']}", json={"content_md": sectioned_note(4, seed=6)}, headers=h
     )

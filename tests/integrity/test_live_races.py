@@ -109,7 +109,7 @@ def evictions(monkeypatch: pytest.MonkeyPatch) -> Any:
             self.open, self.waiting = asyncio.Event(), asyncio.Event()
 
     gate = Gate()
-    original = ChunksRepository.delete_other_versions
+    original = ChunksRepository.delete_older_versions
 
     async def held(self: ChunksRepository, note_id: ObjectId, keep_version: int) -> int:
         if note_id == gate.note_id:
@@ -117,7 +117,7 @@ def evictions(monkeypatch: pytest.MonkeyPatch) -> Any:
             await gate.open.wait()  # the Event of this eviction, even after `hold_again`
         return await original(self, note_id, keep_version)
 
-    monkeypatch.setattr(ChunksRepository, "delete_other_versions", held)
+    monkeypatch.setattr(ChunksRepository, "delete_older_versions", held)
     yield gate
     gate.open.set()
 
