@@ -60,9 +60,9 @@ class Selection:
     include_failed: bool = True
     limit: int | None = None
 
-    def base_filter(self) -> dict[str, Any]:
+    def base_filter(self, *, active_only: bool = True) -> dict[str, Any]:
         """The operator's filters only (active notes, authors, created_at)."""
-        query: dict[str, Any] = {"status": "active"}
+        query: dict[str, Any] = {"status": "active"} if active_only else {}
         if self.authors:
             query["author_id"] = {"$in": list(self.authors)}
         if self.since is not None:
@@ -147,9 +147,11 @@ def catch_up_filter(
     selection: Selection, *, started_at: datetime, first_id: Any, last_id: Any
 ) -> dict[str, Any]:
     """Notes in the migrated range that an edit re-queued after the run started (the
-    migration may already have indexed their previous version)."""
+    migration may already have indexed their previous version). Trashed ones too: their
+    chunks must leave the index, as an edited note's new version must enter it, even when
+    no API worker runs beside the migration."""
     return {
-        **selection.base_filter(),
+        **selection.base_filter(active_only=False),
         "_id": {"$gte": first_id, "$lte": last_id},
         "index_status": "pending",
         "changed_at": {"$gte": started_at},

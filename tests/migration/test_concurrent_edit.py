@@ -30,6 +30,7 @@ async def test_edits_during_the_migration_are_indexed_at_their_latest_version(
         db = api.container.db
         ids = await insert_legacy(db, 60, [ObjectId(user["user_id"])])
         early, late = ids[0], ids[57]  # both carry a legacy `version`
+        trashed = ids[1]
         before = {
             d["_id"]: d for d in await db.notes.find({"_id": {"$in": [early, late]}}).to_list()
         }
@@ -37,8 +38,10 @@ async def test_edits_during_the_migration_are_indexed_at_their_latest_version(
         migration = asyncio.create_task(run_in_process(settings, concurrency=2, batch_size=10))
         for _ in range(6000):
             note = await db.notes.find_one({"_id": early})
+            other = await db.notes.find_one({"_id": trashed})
             if (
                 note.get("index_status") == "indexed"
+                and other.get("index_status") == "indexed"
                 and await db.notes.count_documents({"index_status": "indexed"}) >= 5
             ):
                 break
@@ -53,11 +56,15 @@ async def test_edits_during_the_migration_are_indexed_at_their_latest_version(
             )
             assert r.status_code == 200, r.text
             assert r.json()["version"] == before[note_id]["version"] + 1
+        assert await db.note_chunks.count_documents({"note_id": trashed}) > 0
+        assert (await api.client.delete(f"/v1/notes/{trashed}", headers=h)).status_code == 200
 
         code, result = await migration
         assert code == 0, result
         assert result["indexed"] == 60 and result["reindexed_after_edit"] == 1
-        await check_all_indexed(db, chunker_for(settings), ids)
+        # Trashed after the migration indexed it: its chunks left the index all the same.
+        assert await db.note_chunks.count_documents({"note_id": trashed}) == 0
+        await check_all_indexed(db, chunker_for(settings), [i for i in ids if i != trashed])
         for note_id, n in ((early, 0), (late, 57)):
             got = (await api.client.get(f"/v1/notes/{note_id}", headers=h)).json()
             assert got["version"] == before[note_id]["version"] + 1
