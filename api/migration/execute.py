@@ -33,8 +33,9 @@ DUPLICATE_CHUNKS_HINT = (
     "note_chunks already holds several chunks with the same (note_id, note_version, "
     "chunk_index), e.g. from an earlier migration script run twice, so the unique index "
     "that keeps the migration from duplicating chunks cannot be created. Nothing was "
-    "changed. Inspect them and delete the duplicates (or the whole note_chunks collection: "
-    "the migration rebuilds it), then run again."
+    "changed. Inspect them and delete the duplicates, then run `autonote check --repair` "
+    "(it re-queues every note whose chunks are now missing: the migration trusts each "
+    "note's index fields and would not notice) and run the migration again."
 )
 
 

@@ -94,3 +94,28 @@ async def test_a_string_version_is_indexed_once_not_on_every_run(
     await check_all_indexed(db, chunker_for(settings), ids)
     code, second = await run_in_process(settings, concurrency=1)
     assert code == 0 and second["selected"] == 0, second
+
+
+async def test_lost_chunks_are_rebuilt_by_check_repair_then_migrate(
+    settings: Settings, db: AsyncDatabase
+) -> None:
+    """The migration trusts each note's index fields, so after `note_chunks` lost documents
+    behind its back it selects nothing. The documented path (also the duplicate-chunks
+    hint's): `autonote check --repair` re-queues those notes, and the migration rebuilds."""
+    from api.integrity import IntegrityChecker
+    from api.integrity.command import expectations
+
+    ids = await insert_legacy(db, 6, [ObjectId(), ObjectId()])
+    code, first = await run_in_process(settings, concurrency=2)
+    assert code == 0 and first["indexed"] == 6
+    await db.note_chunks.delete_many({})
+    code, blind = await run_in_process(settings)
+    assert code == 0 and blind["selected"] == 0
+    checker = IntegrityChecker(db, expectations(settings), settle_s=0)
+    report = await checker.run()
+    assert {f.note_id for f in report.findings if f.kind == "chunk_count"} == set(ids)
+    await checker.repair(report)
+    code, rebuilt = await run_in_process(settings, concurrency=2)
+    assert code == 0 and rebuilt["indexed"] == 6, rebuilt
+    await check_all_indexed(db, chunker_for(settings), ids)
+    assert (await checker.run()).findings == []
