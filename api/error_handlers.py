@@ -46,7 +46,12 @@ async def domain_error(_: Request, exc: Exception) -> JSONResponse:
     return _json(exc.status, exc.code, exc.detail, exc.headers)
 
 
-async def validation_error(_: Request, exc: Exception) -> JSONResponse:
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
+
+
+async def validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     errors = [
         {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": e.get("type", "")}
@@ -54,6 +59,12 @@ async def validation_error(_: Request, exc: Exception) -> JSONResponse:
     ]
     if any(e["type"] == "json_invalid" for e in errors):
         return _json(400, "invalid_json", "request body is not valid JSON (UTF-8)")
+    content_type = request.headers.get("content-type")
+    if content_type and not _is_json(content_type) and any(e["loc"] == ["body"] for e in errors):
+        # FastAPI does not read a body declared as another media type, and reports the
+        # JSON object as missing: the real problem is the Content-Type.
+        detail = f"send the body as application/json, not {content_type[:100]!r}"
+        return _json(415, "unsupported_media_type", detail)
     return _json(422, "validation_error", errors)
 
 

@@ -78,6 +78,7 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         404: "Not found (another user's note is reported as not found)",
         412: "If-Match version does not match",
         413: "Body or note content over the configured limit",
+        415: "A JSON body sent as another media type (Content-Type)",
         422: "Validation error",
         429: "Rate limited; see Retry-After",
         503: "Database unavailable; retry after Retry-After",
@@ -85,5 +86,5 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {s: {"model": ErrorBody, "description": described[s]} for s in statuses}
 
 
-AUTHED = (400, 401, 413, 422, 429, 503)
-ADMIN = (400, 401, 403, 413, 422, 503)
+AUTHED = (400, 401, 413, 415, 422, 429, 503)
+ADMIN = (400, 401, 403, 413, 415, 422, 503)

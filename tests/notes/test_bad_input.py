@@ -85,6 +85,33 @@ async def test_bad_raw_bodies(seeded, case, raw, status, error) -> None:
     assert await snapshot(api) == before
 
 
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/x-www-form-urlencoded", "application/xml"]
+)
+async def test_a_json_body_sent_as_another_media_type_is_415(seeded, content_type: str) -> None:
+    """FastAPI does not read a body declared as another media type; the answer used to be
+    422 "Input should be a valid dictionary", which hides the real mistake."""
+    api, h, note = seeded
+    before = await snapshot(api)
+    raw = b'{"title": "x", "content_md": "y"}'
+    for method, url in (("POST", "/v1/notes"), ("PATCH", f"/v1/notes/{note['id']}")):
+        resp = await api.client.request(
+            method, url, content=raw, headers={**h, "Content-Type": content_type}
+        )
+        assert resp.status_code == 415, (method, resp.text)
+        assert resp.json()["error"] == "unsupported_media_type"
+        assert "application/json" in resp.json()["detail"]
+    search = await api.client.post(
+        "/v1/search", content=b'{"query": "x"}', headers={**h, "Content-Type": content_type}
+    )
+    assert search.status_code == 415
+    json_ld = await api.client.post(
+        "/v1/notes", content=raw, headers={**h, "Content-Type": "application/ld+json"}
+    )
+    assert json_ld.status_code == 201  # a +json media type is JSON
+    assert len(await snapshot(api)) == len(before) + 1
+
+
 PATCH_CASES = [
     ("empty patch", {}, 422),
     ("unknown field", {"version": 7}, 422),
