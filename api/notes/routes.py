@@ -8,10 +8,9 @@ from fastapi import APIRouter, Header, Path, Query, Request, Response, status
 from pydantic import ValidationError
 from starlette.datastructures import FormData
 from starlette.datastructures import UploadFile as StarletteUpload
-from starlette.formparsers import MultiPartException
 
 from api.deps import ContainerDep, CurrentUser, NotesServiceDep
-from api.errors import BadRequest, ValidationFailed
+from api.errors import ValidationFailed
 from api.notes.models import (
     ChunkList,
     ChunkOut,
@@ -25,6 +24,7 @@ from api.notes.models import (
     NotePatch,
     NoteSummary,
 )
+from api.notes.multipart import read_multipart
 from api.notes.service import CURSOR_PATTERN
 from api.notes.versioning import MAX_VERSION
 from api.schemas import AUTHED, TEXT_PATTERN, errors
@@ -125,7 +125,7 @@ def _import_parts(form: FormData) -> tuple[list[StarletteUpload], ImportOptions]
 @router.post(
     "/import",
     response_model=ImportResult,
-    responses=errors(413, *AUTHED),
+    responses=errors(*AUTHED),
     openapi_extra={"requestBody": IMPORT_BODY},
 )
 async def import_notes(
@@ -142,10 +142,7 @@ async def import_notes(
     request (422) before anything is stored."""
     settings = container.settings
     limit = settings.autonote_max_import_files
-    try:
-        form = await request.form(max_files=limit, max_fields=200)
-    except MultiPartException as exc:
-        raise BadRequest(f"invalid multipart body: {exc.message}") from None
+    form = await read_multipart(request, max_files=limit, max_fields=200)
     try:
         files, options = _import_parts(form)
         payload: list[tuple[str, bytes]] = []

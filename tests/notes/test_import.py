@@ -208,7 +208,6 @@ async def test_import_rejects_bad_fields_before_storing_anything(api: Api) -> No
         ([md], {"tags": "   "}, "tags"),
         ([md], {"tags": "x" * 100}, "longer than 64"),
         ([md], {"tags": [f"t{i}" for i in range(51)]}, "too many tags"),
-        ([], {"files": "not a file"}, "must be files"),
         ([md, ("tags", ("t.txt", b"ops", "text/plain"))], {}, "must be text fields"),
     ]
     for files, data, detail in cases:
@@ -216,7 +215,48 @@ async def test_import_rejects_bad_fields_before_storing_anything(api: Api) -> No
         assert r.status_code == 422, (data, r.text)
         assert r.json()["error"] == "validation_error"
         assert detail in str(r.json()["detail"]), r.json()
+    text_files = _multipart([(b'form-data; name="files"', b"not a file")])
+    r = await api.client.post(
+        "/v1/notes/import",
+        content=text_files,
+        headers={**h, "Content-Type": "multipart/form-data; boundary=B0undary"},
+    )
+    assert r.status_code == 422 and "must be files" in str(r.json()["detail"]), r.text
     assert await api.container.db.notes.count_documents({}) == 0
     ok = await api.client.post("/v1/notes/import", files=[md], data={"tags": " ops "}, headers=h)
     assert ok.status_code == 200, ok.text
     assert ok.json()["imported"][0]["note"]["tags"] == ["ops"]
+
+
+def _multipart(parts: list[tuple[bytes, bytes]], boundary: bytes = b"B0undary") -> bytes:
+    """A raw multipart/form-data body from (Content-Disposition value, content) pairs."""
+    out = b""
+    for disposition, content in parts:
+        out += b"--" + boundary + b"\r\nContent-Disposition: " + disposition + b"\r\n\r\n"
+        out += content + b"\r\n"
+    return out + b"--" + boundary + b"--\r\n"
+
+
+async def test_import_refuses_text_that_is_not_utf8_and_non_multipart_bodies(api: Api) -> None:
+    """Starlette decodes invalid UTF-8 in a text field or a file name as Latin-1: the tag
+    bytes \\xff\\xfe were stored as "ÿþ". Now a 400, and nothing is stored."""
+    h = await api.new_user()
+    headers = {**h, "Content-Type": "multipart/form-data; boundary=B0undary"}
+    good_file = (b'form-data; name="files"; filename="a.md"', b"# A\n\nbody")
+    cases = {
+        "the field 'tags'": [good_file, (b'form-data; name="tags"', b"\xff\xfe")],
+        "a file name": [(b'form-data; name="files"; filename="\xff\xfe.md"', b"# A\n\nbody")],
+        "a field name": [good_file, (b'form-data; name="t\xffgs"', b"x")],
+    }
+    for what, parts in cases.items():
+        r = await api.client.post("/v1/notes/import", content=_multipart(parts), headers=headers)
+        assert r.status_code == 400, (what, r.text)
+        assert r.json()["error"] == "bad_request"
+        assert f"{what} is not valid utf-8" in r.json()["detail"], r.json()
+    as_json = await api.client.post("/v1/notes/import", json={"files": []}, headers=h)
+    assert as_json.status_code == 415 and as_json.json()["error"] == "unsupported_media_type"
+    assert await api.container.db.notes.count_documents({}) == 0
+    fine = [good_file, (b'form-data; name="tags"', "café".encode())]
+    ok = await api.client.post("/v1/notes/import", content=_multipart(fine), headers=headers)
+    assert ok.status_code == 200, ok.text
+    assert ok.json()["imported"][0]["note"]["tags"] == ["café"]

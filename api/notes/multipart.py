@@ -1,0 +1,60 @@
+"""The import's multipart body, read strictly.
+
+Starlette decodes a field name, a file name or a text field that is not valid in the
+body's charset (UTF-8 unless the Content-Type says otherwise) as Latin-1 instead: the
+bytes `\\xff\\xfe` became the tag "ÿþ" and the file name "ÿþ.md", stored as if the client
+had sent them. Here such a part is a 400 and nothing is stored; the parser is otherwise
+Starlette's own (limits on files, fields and part sizes; spooled temporary files).
+"""
+
+from __future__ import annotations
+
+from contextlib import aclosing
+
+from python_multipart.multipart import parse_options_header
+from starlette.datastructures import FormData
+from starlette.formparsers import MultiPartException, MultiPartParser
+from starlette.requests import Request
+
+from api.errors import BadRequest, UnsupportedMediaType
+
+
+class StrictMultiPartParser(MultiPartParser):
+    """Starlette's parser, refusing text it would otherwise decode as Latin-1."""
+
+    def on_headers_finished(self) -> None:
+        _, options = parse_options_header(self._current_part.content_disposition)
+        for key, what in ((b"name", "a field name"), (b"filename", "a file name")):
+            raw = options.get(key)
+            if raw is not None:
+                _check(raw, self._charset, what)
+        super().on_headers_finished()
+
+    def on_part_end(self) -> None:
+        if self._current_part.file is None:
+            name = self._current_part.field_name[:80]
+            _check(self._current_part.data, self._charset, f"the field {name!r}")
+        super().on_part_end()
+
+
+def _check(raw: bytes | bytearray, charset: str, what: str) -> None:
+    try:
+        bytes(raw).decode(charset)
+    except (UnicodeDecodeError, LookupError):
+        raise MultiPartException(f"{what} is not valid {charset}") from None
+
+
+async def read_multipart(request: Request, *, max_files: int, max_fields: int) -> FormData:
+    """The request's multipart/form-data body (415 for another media type, 400 for a
+    malformed body or text that is not valid in its charset)."""
+    media_type, _ = parse_options_header(request.headers.get("content-type"))
+    if media_type != b"multipart/form-data":
+        raise UnsupportedMediaType("send the files as multipart/form-data")
+    try:
+        async with aclosing(request.stream()) as stream:
+            parser = StrictMultiPartParser(
+                request.headers, stream, max_files=max_files, max_fields=max_fields
+            )
+            return await parser.parse()
+    except MultiPartException as exc:
+        raise BadRequest(f"invalid multipart body: {exc.message}") from None
