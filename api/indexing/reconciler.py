@@ -238,6 +238,8 @@ class Reconciler:
         done = await self._complete(
             note, token, version, chunks, stats, written=len(docs), evict=True
         )
+        if done is None:
+            await self._drop_fenced(note_id, version, docs)
         if done is not None:
             # Committed: the old version is now garbage. A database blip is retried here; a
             # process killed right now leaves `evict_pending` for the maintenance sweep.
@@ -368,7 +370,9 @@ class Reconciler:
             await self.chunks.delete_version(note["_id"], version)
             await self.chunks.insert_version(docs)
             done = await self._complete(note, token, version, chunks, stats, written=len(docs))
-            if done is not None:
+            if done is None:
+                await self._drop_fenced(note["_id"], version, docs)
+            else:
                 await self._cache_evicted(existing, keep={d["content_hash"] for d in docs})
             return done
         updated = await self.queue.get(note["_id"])
@@ -376,6 +380,20 @@ class Reconciler:
             await self._after_commit(note, updated, stats, datetime.now(UTC), len(docs))
         await self._cache_evicted(existing, keep={d["content_hash"] for d in docs})
         return done
+
+    async def _drop_fenced(
+        self, note_id: ObjectId, version: int, docs: list[dict[str, Any]]
+    ) -> None:
+        """This run lost its lease, so its commit was refused: nobody will ever commit the
+        chunks it wrote (another run writes its own), and they would stay as orphans (on a
+        trashed note, or beside a newer version) until something else cleared them. Delete
+        exactly those documents, unless they are of the version now indexed: a stale run
+        that re-wrote an indexed version (same-version swap, or a newer run's version it
+        deleted first) may hold the only live copy."""
+        current = await self.queue.get(note_id)
+        if current is None or current.get("indexed_version") != version:
+            removed = await self.chunks.delete_ids([d["_id"] for d in docs if "_id" in d])
+            log.info("note.fenced_chunks_removed", chunks=removed, version=version)
 
     async def _evict(
         self,

@@ -204,7 +204,10 @@ async def update_note(
 @router.delete(
     "/{note_id}",
     response_model=NoteOut,
-    responses={204: {"description": "Permanently deleted"}, **errors(400, 404, 412, *AUTHED)},
+    responses={
+        204: {"description": "Permanently deleted"},
+        **errors(400, 404, 409, 412, *AUTHED),
+    },
 )
 async def delete_note(
     note_id: NoteId,
@@ -223,7 +226,9 @@ async def delete_note(
     return _with_etag(response, await notes.trash(user, note_id, if_match))
 
 
-@router.post("/{note_id}/restore", response_model=NoteOut, responses=errors(400, 404, 412, *AUTHED))
+@router.post(
+    "/{note_id}/restore", response_model=NoteOut, responses=errors(400, 404, 409, 412, *AUTHED)
+)
 async def restore_note(
     note_id: NoteId,
     user: CurrentUser,

@@ -11,7 +11,14 @@ from typing import Any
 import structlog
 from bson import ObjectId
 
-from api.errors import BadRequest, NotFound, PayloadTooLarge, PreconditionFailed, ValidationFailed
+from api.errors import (
+    BadRequest,
+    Conflict,
+    NotFound,
+    PayloadTooLarge,
+    PreconditionFailed,
+    ValidationFailed,
+)
 from api.indexing.chunks_repository import ChunksRepository
 from api.notes.models import NoteCreate, NotePatch
 from api.notes.repository import NotesRepository, pending_fields
@@ -38,6 +45,9 @@ def parse_note_id(value: str) -> ObjectId:
     if oid is None:
         raise BadRequest("invalid note id: expected 24 hexadecimal characters")
     return oid
+
+
+_STATUS_ATTEMPTS = 5
 
 
 def bson_now() -> datetime:
@@ -256,23 +266,26 @@ class NotesService:
     ) -> dict[str, Any]:
         oid = parse_note_id(note_id)
         expected = parse_if_match(if_match)
-        doc = await self._repo.set_status(
-            oid,
-            user.id,
-            from_status=from_status,
-            to_status=to_status,
-            now=bson_now(),
-            index_status=self._queue_status,
-            expected_version=expected,
-        )
-        if doc is None:
+        for _ in range(_STATUS_ATTEMPTS):
+            doc = await self._repo.set_status(
+                oid,
+                user.id,
+                from_status=from_status,
+                to_status=to_status,
+                now=bson_now(),
+                index_status=self._queue_status,
+                expected_version=expected,
+            )
+            if doc is not None:
+                event = "note.trashed" if to_status == "trashed" else "note.restored"
+                log.info(event, note_id=note_id)
+                return await self._changed(doc)
             # 404 if absent, 412 at another version; already in `to_status` is fine.
             current = await self._unchanged(oid, user, expected)
-            if current.get("status") == from_status:
-                raise PreconditionFailed("the note changed during the request; retry")
-            return current
-        log.info("note.trashed" if to_status == "trashed" else "note.restored", note_id=note_id)
-        return await self._changed(doc)
+            if current.get("status") == to_status:
+                return current
+            # Back in `from_status` already (a concurrent trash and restore): try again.
+        raise Conflict("the note's status keeps changing; retry")
 
     async def purge(self, user: User, note_id: str, if_match: str | None = None) -> None:
         """Permanent delete of the note and its chunks. `If-Match: <version>` makes it

@@ -187,6 +187,29 @@ async def test_if_match_guards_trash_restore_and_permanent_delete(api: Api) -> N
     assert await api.container.db.notes.count_documents({}) == 0
 
 
+async def test_racing_trash_and_restore_without_if_match_never_412(api: Api) -> None:
+    """Without If-Match no precondition was sent, so no 412: a trash that finds the note
+    already restored by a concurrent request tries again."""
+    h = await api.new_user()
+    note = await create(api, h)
+    url = f"/v1/notes/{note['id']}"
+    seen: dict[int, int] = {}
+
+    async def loop(method: str, path: str) -> None:
+        for _ in range(60):
+            r = await api.client.request(method, path, headers=h)
+            seen[r.status_code] = seen.get(r.status_code, 0) + 1
+
+    await asyncio.gather(
+        loop("DELETE", url),
+        loop("POST", f"{url}/restore"),
+        loop("DELETE", url),
+        loop("POST", f"{url}/restore"),
+    )
+    assert 412 not in seen and set(seen) <= {200, 409}, seen
+    assert seen.get(200, 0) >= 230, seen
+
+
 async def test_trash_restore_and_purge(api: Api) -> None:
     h = await api.new_user()
     note = await create(api, h)
