@@ -118,9 +118,25 @@ EMBEDDING_CACHE_INDEXES = [
     ),
 ]
 # Before the cache was scoped by author: unique per (model, hash), which would now refuse
-# two authors' copies of one text. Dropped on startup; its entries (no author) match no
-# lookup any more and expire by TTL.
+# two authors' copies of one text. Replaced on startup (see `_scope_cache_by_author`).
 _LEGACY_CACHE_INDEX = "model_hash_unique"
+
+
+async def _scope_cache_by_author(db: AsyncDatabase) -> None:
+    """The embedding cache's unique index is per (author, model, hash). A database from
+    before has one per (model, hash): the new index is created FIRST (while the old one
+    still forbids two author-less copies of a hash, so creating it cannot fail), then the
+    old one is dropped, then the author-less entries, which no lookup matches any more.
+    The cache only saves embedding calls: emptying it loses no data."""
+    await db.embedding_cache.create_indexes(EMBEDDING_CACHE_INDEXES)
+    try:
+        await db.embedding_cache.drop_index(_LEGACY_CACHE_INDEX)
+    except OperationFailure as exc:
+        if exc.code not in (26, 27):  # NamespaceNotFound / IndexNotFound
+            raise
+        return
+    removed = await db.embedding_cache.delete_many({"author_id": {"$exists": False}})
+    log.info("db.embedding_cache_scoped", legacy_entries_removed=removed.deleted_count)
 
 
 async def ensure_indexes(db: AsyncDatabase, *, cache_ttl_days: int = 30) -> None:
@@ -131,12 +147,7 @@ async def ensure_indexes(db: AsyncDatabase, *, cache_ttl_days: int = 30) -> None
     log.info("note_chunks_indexes_created", count=len(NOTE_CHUNKS_INDEXES))
     await db.users.create_indexes(USERS_INDEXES)
     await db.api_keys.create_indexes(API_KEYS_INDEXES)
-    try:
-        await db.embedding_cache.drop_index(_LEGACY_CACHE_INDEX)
-    except OperationFailure as exc:
-        if exc.code not in (26, 27):  # NamespaceNotFound / IndexNotFound
-            raise
-    await db.embedding_cache.create_indexes(EMBEDDING_CACHE_INDEXES)
+    await _scope_cache_by_author(db)
     ttl = cache_ttl_days * 86_400
     try:
         await db.embedding_cache.create_index(

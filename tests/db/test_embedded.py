@@ -140,10 +140,15 @@ async def test_ensure_indexes_scopes_an_old_embedding_cache_by_author(
         await db.embedding_cache.create_index(
             [("model", 1), ("content_hash", 1)], name="model_hash_unique", unique=True
         )
+        await db.embedding_cache.insert_many(
+            [{"model": "m", "content_hash": h, "vector": [0.0]} for h in ("h", "g")]
+        )
         await ensure_indexes(db)
         info = await db.embedding_cache.index_information()
         assert "model_hash_unique" not in info
         assert info["author_model_hash_unique"]["unique"]
+        assert await db.embedding_cache.count_documents({}) == 0, "author-less entries go"
+        await ensure_indexes(db)  # idempotent once scoped
         cache = EmbeddingCacheRepository(db)
         alice, bob = ObjectId(), ObjectId()
         await cache.put_many(alice, "m", {"h": [1.0]})
