@@ -47,6 +47,17 @@ class ImportService:
         self._max_file_bytes = max_file_bytes
         self._gate = asyncio.Semaphore(concurrency)
 
+    def _tags(self, derived: list[str], extra: list[str]) -> list[str]:
+        """The note's tags: those the file carries (front matter, `#tags`), cleaned and cut
+        to the configured length, as many as fit beside the request's own `tags`, which
+        are always kept (they were checked against the limits already). A file with too
+        many or too long tags of its own is imported, not failed."""
+        max_tags, max_length = self._notes.tag_limits
+        kept = list(dict.fromkeys(extra))
+        own = [t for t in dict.fromkeys(one_line(t, max_length) for t in derived) if t]
+        own = [t for t in own if t not in kept]
+        return [*own[: max(0, max_tags - len(kept))], *kept]
+
     async def import_files(
         self, user: User, files: list[tuple[str, bytes]], extra_tags: list[str] | None = None
     ) -> ImportReport:
@@ -62,8 +73,7 @@ class ImportService:
                     converted = await asyncio.to_thread(
                         convert_file, filename, data, max_bytes=self._max_file_bytes
                     )
-                derived = [t for t in (one_line(t, 512) for t in converted.tags) if t]
-                tags = list(dict.fromkeys([*derived, *(extra_tags or [])]))
+                tags = self._tags(converted.tags, extra_tags or [])
                 title = one_line(converted.title, 500) or one_line(filename, 500) or "untitled"
                 body = NoteCreate(title=title, content_md=converted.content_md, tags=tags)
                 doc = await self._notes.create(user, body)

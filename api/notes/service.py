@@ -150,6 +150,11 @@ class NotesService:
             raise NotFound("note not found")
         return doc
 
+    @property
+    def tag_limits(self) -> tuple[int, int]:
+        """(most tags per note, longest tag in characters), as configured."""
+        return self._max_tags, self._max_tag_length
+
     def check_tags(self, tags: list[str]) -> None:
         """The configured tag count and length limits (ValidationFailed), as `create`
         applies them, for tags checked before any note is written (an import's)."""

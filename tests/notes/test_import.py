@@ -158,6 +158,29 @@ async def test_derived_titles_and_tags_are_cleaned_not_fatal(api: Api) -> None:
     }
 
 
+async def test_a_files_own_tags_are_fitted_to_the_limits_not_fatal(api: Api) -> None:
+    """Tags a file carries (a 100-character front-matter tag, 60 Obsidian `#tags`) are cut
+    to the configured length and count (64, 50); the request's own tags always stay.
+    Such files used to fail as a whole."""
+    h = await api.new_user()
+    long_tag = "x" * 100
+    files = [
+        ("long.md", f"---\ntags: [{long_tag}, ok]\n---\n\nBody.\n".encode()),
+        ("daily.md", ("# Daily\n\n" + " ".join(f"#topic{i}" for i in range(60))).encode()),
+    ]
+    r = await api.client.post(
+        "/v1/notes/import",
+        files=[("files", (name, data, "text/markdown")) for name, data in files],
+        data={"tags": ["mine"]},
+        headers=h,
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["errors"] == []
+    tags = {i["filename"]: i["note"]["tags"] for i in r.json()["imported"]}
+    assert tags["long.md"] == ["x" * 64, "ok", "mine"]
+    assert tags["daily.md"] == [f"topic{i}" for i in range(49)] + ["mine"]
+
+
 def test_a_derived_title_falls_back_to_the_file_name_then_untitled() -> None:
     from api.notes.imports import one_line
 
