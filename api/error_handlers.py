@@ -60,11 +60,17 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
     if any(e["type"] == "json_invalid" for e in errors):
         return _json(400, "invalid_json", "request body is not valid JSON (UTF-8)")
     content_type = request.headers.get("content-type")
-    if content_type and not _is_json(content_type) and any(e["loc"] == ["body"] for e in errors):
-        # FastAPI does not read a body declared as another media type, and reports the
-        # JSON object as missing: the real problem is the Content-Type.
-        detail = f"send the body as application/json, not {content_type[:100]!r}"
-        return _json(415, "unsupported_media_type", detail)
+    sent_body = request.headers.get("content-length", "0") != "0" or (
+        "transfer-encoding" in request.headers
+    )
+    wrong_type = not _is_json(content_type) if content_type else sent_body
+    if wrong_type and any(e["loc"] == ["body"] for e in errors):
+        # FastAPI does not read a body declared as another media type (or as none), and
+        # reports the JSON object as missing: the real problem is the Content-Type.
+        shown = repr(content_type[:100]) if content_type else "no Content-Type"
+        return _json(
+            415, "unsupported_media_type", f"send the body as application/json, not {shown}"
+        )
     return _json(422, "validation_error", errors)
 
 

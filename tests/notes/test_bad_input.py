@@ -105,6 +105,8 @@ async def test_a_json_body_sent_as_another_media_type_is_415(seeded, content_typ
         "/v1/search", content=b'{"query": "x"}', headers={**h, "Content-Type": content_type}
     )
     assert search.status_code == 415
+    untyped = await api.client.post("/v1/notes", content=raw, headers=h)  # no Content-Type
+    assert untyped.status_code == 415 and "no Content-Type" in untyped.json()["detail"]
     json_ld = await api.client.post(
         "/v1/notes", content=raw, headers={**h, "Content-Type": "application/ld+json"}
     )
