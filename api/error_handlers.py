@@ -46,11 +46,6 @@ async def domain_error(_: Request, exc: Exception) -> JSONResponse:
     return _json(exc.status, exc.code, exc.detail, exc.headers)
 
 
-def _is_json(content_type: str) -> bool:
-    media = content_type.split(";", 1)[0].strip().lower()
-    return media == "application/json" or media.endswith("+json")
-
-
 async def validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     errors = [
@@ -59,18 +54,15 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
     ]
     if any(e["type"] == "json_invalid" for e in errors):
         return _json(400, "invalid_json", "request body is not valid JSON (UTF-8)")
-    content_type = request.headers.get("content-type")
-    sent_body = request.headers.get("content-length", "0") != "0" or (
-        "transfer-encoding" in request.headers
-    )
-    wrong_type = not _is_json(content_type) if content_type else sent_body
-    if wrong_type and any(e["loc"] == ["body"] for e in errors):
-        # FastAPI does not read a body declared as another media type (or as none), and
-        # reports the JSON object as missing: the real problem is the Content-Type.
+    # FastAPI parses no JSON from a body declared as another media type (or as none): it
+    # passes the raw bytes on and reports the JSON object as missing, while the real
+    # problem is the Content-Type. (A JSON body arrives parsed; an empty one as nothing.)
+    raw = getattr(exc, "body", None)
+    if isinstance(raw, bytes | bytearray) and raw and any(e["loc"] == ["body"] for e in errors):
+        content_type = request.headers.get("content-type")
         shown = repr(content_type[:100]) if content_type else "no Content-Type"
-        return _json(
-            415, "unsupported_media_type", f"send the body as application/json, not {shown}"
-        )
+        detail = f"send the body as application/json, not {shown}"
+        return _json(415, "unsupported_media_type", detail)
     return _json(422, "validation_error", errors)
 
 

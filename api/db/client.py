@@ -134,9 +134,10 @@ async def _scope_cache_by_author(db: AsyncDatabase) -> None:
     except OperationFailure as exc:
         if exc.code not in (26, 27):  # NamespaceNotFound / IndexNotFound
             raise
-        return
+    # Also when an earlier start already dropped the index (an older build of this step).
     removed = await db.embedding_cache.delete_many({"author_id": {"$exists": False}})
-    log.info("db.embedding_cache_scoped", legacy_entries_removed=removed.deleted_count)
+    if removed.deleted_count:
+        log.info("db.embedding_cache_scoped", legacy_entries_removed=removed.deleted_count)
 
 
 async def ensure_indexes(db: AsyncDatabase, *, cache_ttl_days: int = 30) -> None:

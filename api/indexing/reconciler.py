@@ -384,16 +384,24 @@ class Reconciler:
     async def _drop_fenced(
         self, note_id: ObjectId, version: int, docs: list[dict[str, Any]]
     ) -> None:
-        """This run lost its lease, so its commit was refused: nobody will ever commit the
-        chunks it wrote (another run writes its own), and they would stay as orphans (on a
-        trashed note, or beside a newer version) until something else cleared them. Delete
-        exactly those documents, unless they are of the version now indexed: a stale run
-        that re-wrote an indexed version (same-version swap, or a newer run's version it
-        deleted first) may hold the only live copy."""
+        """This run lost its lease, so its commit was refused, but the chunks it wrote are
+        in `note_chunks`: on a trashed note, or beside another version, nothing would ever
+        remove them. Chunks older than the indexed version are never live again: delete
+        them. Any others may be, or may become, the only copy of a version another run is
+        committing right now (this run's delete of that version took the other run's): so
+        ask for one more run of the note instead, which keeps them as that version's
+        chunks, replaces them, or removes them from a trashed note. (A purged note's
+        chunks are deleted by `_run_claimed`.)"""
         current = await self.queue.get(note_id)
-        if current is None or current.get("indexed_version") != version:
+        if current is None:
+            return
+        indexed = current.get("indexed_version")
+        if indexed is not None and version < indexed:
             removed = await self.chunks.delete_ids([d["_id"] for d in docs if "_id" in d])
             log.info("note.fenced_chunks_removed", chunks=removed, version=version)
+        else:
+            await self.queue.recheck(note_id, datetime.now(UTC))
+            log.info("note.fenced_recheck", version=version)
 
     async def _evict(
         self,

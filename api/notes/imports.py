@@ -16,7 +16,7 @@ from api.errors import DomainError
 from api.importing import ImportFileError, convert_file
 from api.notes.models import NoteCreate
 from api.notes.service import NotesService
-from api.schemas import TEXT_PATTERN
+from api.schemas import TEXT_PATTERN, normalize_tags
 from api.users.models import User
 
 log = structlog.get_logger(__name__)
@@ -53,7 +53,7 @@ class ImportService:
         are always kept (they were checked against the limits already). A file with too
         many or too long tags of its own is imported, not failed."""
         max_tags, max_length = self._notes.tag_limits
-        kept = list(dict.fromkeys(extra))
+        kept = normalize_tags(extra)  # compared as stored (trimmed)
         own = [t for t in dict.fromkeys(one_line(t, max_length) for t in derived) if t]
         own = [t for t in own if t not in kept]
         return [*own[: max(0, max_tags - len(kept))], *kept]

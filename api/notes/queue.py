@@ -104,6 +104,15 @@ class IndexQueue:
             session=session,
         )
 
+    async def recheck(self, note_id: ObjectId, now: datetime) -> None:
+        """Ask for one more run of the note, due now, whoever holds it: a run holding the
+        lease then completes it as `pending` (see `complete`), so the next claim settles
+        what a fenced run left behind. A failed or disabled note is left alone."""
+        await self.collection.update_one(
+            {"_id": note_id, "index_status": {"$in": ["indexed", "indexing", "pending"]}},
+            {"$set": {"index_status": "pending", "next_attempt_at": now}},
+        )
+
     async def release(self, note_id: ObjectId, token: str) -> bool:
         """Give a claimed note back untouched (shutdown): claimable at once, and the
         interrupted run does not count as an attempt."""

@@ -148,7 +148,11 @@ async def test_ensure_indexes_scopes_an_old_embedding_cache_by_author(
         assert "model_hash_unique" not in info
         assert info["author_model_hash_unique"]["unique"]
         assert await db.embedding_cache.count_documents({}) == 0, "author-less entries go"
-        await ensure_indexes(db)  # idempotent once scoped
+        # A database whose legacy index an earlier build of this step already dropped,
+        # leaving its entries: they go too.
+        await db.embedding_cache.insert_one({"model": "m", "content_hash": "h", "vector": []})
+        await ensure_indexes(db)
+        assert await db.embedding_cache.count_documents({}) == 0
         cache = EmbeddingCacheRepository(db)
         alice, bob = ObjectId(), ObjectId()
         await cache.put_many(alice, "m", {"h": [1.0]})

@@ -12,7 +12,8 @@ from typing import Any
 
 from bson import ObjectId
 
-from tests.conftest import Api
+from api.indexing.reconciler import Reconciler
+from tests.conftest import Api, running_app
 from tests.helpers import RecordingEmbedder, sectioned_note, wait_indexed
 
 
@@ -74,11 +75,20 @@ class RunA:
             {"_id": self.oid}, {"$set": {"lease_expires_at": past}}
         )
 
-    async def finish(self) -> list[dict[str, Any]]:
-        """Let A write and fail its commit; the note's chunks afterwards."""
+    async def finish(self) -> None:
+        """Let A write and fail its commit (and settle what it wrote)."""
         self.gate.release.set()
         await asyncio.wait_for(self.done.wait(), 30)
-        return await self.api.container.db.note_chunks.find({"note_id": self.oid}).to_list()
+
+    async def chunks_once_settled(self) -> list[dict[str, Any]]:
+        """The note's chunks once no run is due or running (a follow-up run may be)."""
+        db = self.api.container.db
+        for _ in range(200):
+            note = await db.notes.find_one({"_id": self.oid})
+            if note["index_status"] == "indexed" and note.get("lease_token") is None:
+                break
+            await asyncio.sleep(0.05)
+        return await db.note_chunks.find({"note_id": self.oid}).to_list()
 
 
 async def test_a_trashed_note_keeps_no_chunks_of_a_run_that_lost_its_lease(api: Api) -> None:
@@ -86,7 +96,8 @@ async def test_a_trashed_note_keeps_no_chunks_of_a_run_that_lost_its_lease(api: 
     await a.start()
     assert (await api.client.delete(f"/v1/notes/{a.id}", headers=a.h)).status_code == 200
     await a.reconciler.run_once(a.oid)  # B: the removal
-    assert await a.finish() == []
+    await a.finish()
+    assert await a.chunks_once_settled() == []  # A's chunks were removed by one more run
     note = await api.container.db.notes.find_one({"_id": a.oid})
     assert note["status"] == "trashed" and note["indexed_version"] is None
 
@@ -98,8 +109,143 @@ async def test_no_older_version_stays_beside_the_indexed_one(api: Api) -> None:
         f"/v1/notes/{a.id}", json={"content_md": sectioned_note(3, seed=3)}, headers=a.h
     )
     a.reconciler.embedder = a.gate.inner  # B embeds normally; A stays parked
-    await a.reconciler.run_once(a.oid)  # B indexes version 3 and evicts older ones
-    left = await a.finish()
+    await a.reconciler.run_once(a.oid)  # B (or a background worker) indexes version 3
+    after = await wait_indexed(api, a.h, a.id)
+    assert after["indexed_version"] == 3
+    await a.finish()  # A's version 2 is older than the indexed one: deleted at once
+    left = await api.container.db.note_chunks.find({"note_id": a.oid}).to_list()
     assert {d["note_version"] for d in left} == {3} and len(left) == 3
     note = await api.container.db.notes.find_one({"_id": a.oid})
     assert note["indexed_version"] == 3 and note["chunk_count"] == 3
+
+
+# Runs driven by hand (no background workers), so each interleaving is forced: A is the
+# app's reconciler, B and R a second Reconciler (another worker process) on the database.
+
+
+class Gate:
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def wait(self) -> None:
+        self.entered.set()
+        await asyncio.wait_for(self.release.wait(), 30)
+
+
+def gate_method(obj: Any, name: str, gate: Gate) -> None:
+    """`obj.name` waits on `gate` before running."""
+    real = getattr(obj, name)
+
+    async def gated(*args: Any, **kwargs: Any) -> Any:
+        await gate.wait()
+        return await real(*args, **kwargs)
+
+    setattr(obj, name, gated)
+
+
+class HandDriven:
+    """A note indexed at version 1, edited to version 2; run A parked in its embed call
+    with its lease run out."""
+
+    async def start(self, api: Api) -> None:
+        self.api, self.db = api, api.container.db
+        self.a = a = api.container.indexing.reconciler
+        self.h = await api.new_user()
+        r = await api.client.post(
+            "/v1/notes",
+            json={"title": "N", "content_md": sectioned_note(3, seed=1)},
+            headers=self.h,
+        )
+        self.id, self.oid = r.json()["id"], ObjectId(r.json()["id"])
+        assert (await a.run_once(self.oid)).status == "indexed"
+        self.inner = a.embedder
+        self.gate_a = Gate()
+        parked = RecordingEmbedder(self.inner)
+        gate = self.gate_a
+
+        async def embed(texts: list[str], **kwargs: Any) -> Any:
+            await gate.wait()
+            return await self.inner.embed(texts, **kwargs)
+
+        parked.embed = embed  # type: ignore[method-assign]
+        a.embedder = parked
+        await api.client.patch(
+            f"/v1/notes/{self.id}", json={"content_md": sectioned_note(3, seed=2)}, headers=self.h
+        )
+        self.task_a = asyncio.create_task(a.run_once(self.oid))
+        await asyncio.wait_for(self.gate_a.entered.wait(), 30)
+        past = datetime.now(UTC) - timedelta(seconds=1)
+        await self.db.notes.update_one({"_id": self.oid}, {"$set": {"lease_expires_at": past}})
+
+    def other_worker(self) -> Reconciler:
+        a = self.a
+        return Reconciler(
+            a.db, chunker=a.chunker, embedder=self.inner, model_key=a.model_key, config=a.config
+        )
+
+    async def settle(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Run the note until nothing is due (what the next worker would do)."""
+        self.a.embedder = self.inner
+        for _ in range(5):
+            if await self.a.run_once(self.oid) is None:
+                break
+        note = await self.db.notes.find_one({"_id": self.oid})
+        return note, await self.db.note_chunks.find({"note_id": self.oid}).to_list()
+
+
+async def test_a_fenced_run_never_deletes_the_version_another_run_commits(
+    make_settings: Any,
+) -> None:
+    """B (holding the lease) wrote version 2 and is about to commit; A (lease lost)
+    deletes version 2 first, B's chunks with it, and writes its own: those are now the
+    only copy of what B commits. A must not delete them (a first fix did: the note
+    ended indexed at version 2 with no chunks; found by review)."""
+    async with running_app(make_settings(autonote_index_workers=0)) as api:
+        run = HandDriven()
+        await run.start(api)
+        b = run.other_worker()
+        gate_b = Gate()
+        gate_method(b.queue, "complete", gate_b)
+        task_b = asyncio.create_task(b.run_once(run.oid))
+        await asyncio.wait_for(gate_b.entered.wait(), 30)  # B inserted, commit held
+        run.gate_a.release.set()
+        assert (await asyncio.wait_for(run.task_a, 30)).status == "lost_lease"
+        gate_b.release.set()
+        await asyncio.wait_for(task_b, 30)
+        note, chunks = await run.settle()
+        assert (note["index_status"], note["indexed_version"], note["chunk_count"]) == (
+            "indexed",
+            2,
+            3,
+        )
+        assert sorted((c["note_version"], c["chunk_index"]) for c in chunks) == [
+            (2, 0),
+            (2, 1),
+            (2, 2),
+        ]
+
+
+async def test_a_fenced_run_leaves_no_chunks_on_a_note_trashed_meanwhile(
+    make_settings: Any,
+) -> None:
+    """B indexes version 2; the note is trashed and R removes it, reading B's chunks; A
+    (lease lost) then replaces them with its own before R commits. R deletes only what it
+    read: one more run must remove A's chunks."""
+    async with running_app(make_settings(autonote_index_workers=0)) as api:
+        run = HandDriven()
+        await run.start(api)
+        assert (await run.other_worker().run_once(run.oid)).status == "indexed"  # B
+        assert (await api.client.delete(f"/v1/notes/{run.id}", headers=run.h)).status_code == 200
+        r = run.other_worker()
+        gate_r = Gate()
+        gate_method(r.queue, "complete", gate_r)
+        task_r = asyncio.create_task(r.run_once(run.oid))
+        await asyncio.wait_for(gate_r.entered.wait(), 30)  # R read the chunks
+        run.gate_a.release.set()
+        assert (await asyncio.wait_for(run.task_a, 30)).status == "lost_lease"
+        gate_r.release.set()
+        await asyncio.wait_for(task_r, 30)
+        note, chunks = await run.settle()
+        assert note["status"] == "trashed" and note["indexed_version"] is None
+        assert chunks == []

@@ -107,6 +107,13 @@ async def test_a_json_body_sent_as_another_media_type_is_415(seeded, content_typ
     assert search.status_code == 415
     untyped = await api.client.post("/v1/notes", content=raw, headers=h)  # no Content-Type
     assert untyped.status_code == 415 and "no Content-Type" in untyped.json()["detail"]
+
+    async def chunked_empty() -> Any:
+        yield b""
+
+    for empty in (b"", chunked_empty()):  # no body at all: the object is missing (422)
+        r = await api.client.post("/v1/notes", content=empty, headers=h)
+        assert r.status_code == 422, r.text
     json_ld = await api.client.post(
         "/v1/notes", content=raw, headers={**h, "Content-Type": "application/ld+json"}
     )

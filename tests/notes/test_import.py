@@ -181,6 +181,23 @@ async def test_a_files_own_tags_are_fitted_to_the_limits_not_fatal(api: Api) -> 
     assert tags["daily.md"] == [f"topic{i}" for i in range(49)] + ["mine"]
 
 
+async def test_tag_fitting_compares_the_requests_tags_as_stored(make_settings: Any) -> None:
+    """With room for 3 tags, a file's [a, b, c] and the request's " a " fit exactly (the
+    request's tag was compared untrimmed, so c was dropped; found by review)."""
+    from tests.conftest import running_app
+
+    async with running_app(make_settings(autonote_max_tags=3)) as api:
+        h = await api.new_user()
+        r = await api.client.post(
+            "/v1/notes/import",
+            files=[("files", ("t.md", b"---\ntags: [a, b, c]\n---\nbody", "text/markdown"))],
+            data={"tags": [" a "]},
+            headers=h,
+        )
+        assert r.status_code == 200, r.text
+        assert sorted(r.json()["imported"][0]["note"]["tags"]) == ["a", "b", "c"]
+
+
 def test_a_derived_title_falls_back_to_the_file_name_then_untitled() -> None:
     from api.notes.imports import one_line
 
