@@ -71,7 +71,7 @@ def _patch_schema(schema: dict[str, Any]) -> None:
 
 class NotePatch(BaseModel):
     """A partial update: only the fields present change. `version` increases only when the
-    title or the content actually changes."""
+    title, the content or the tags actually change."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra=_patch_schema)
     title: str | None = Field(None, min_length=1, max_length=500, pattern=TEXT_PATTERN)
