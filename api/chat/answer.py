@@ -6,8 +6,18 @@ import re
 
 from api.chat.context import Citation
 
-# [1], [1, 2], [1][3], [1-2] are all ways models cite.
-_REF_GROUP = re.compile(r"\[(\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*)\]")
+# [1], [1, 2], [1][3], [1-2] are all ways models cite. A marker does not follow a word
+# character (`items[0]` is an index) and is not a link's text (`[1](url)`); the spaces
+# before it go with it when it is dropped.
+_REF_GROUP = re.compile(
+    r"(?P<space>[ \t]*)(?<![\w`])\[(?P<refs>\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*)\](?!\()"
+)
+# Code is quoted, never cited: fenced blocks (to their closing fence, or the end) and
+# inline code spans are left exactly as the model wrote them.
+_CODE = re.compile(
+    r"(?ms)^[ \t]{0,3}(?P<fence>`{3,}|~{3,})[^\n]*\n.*?(?:^[ \t]{0,3}(?P=fence)[ \t]*$|\Z)"
+    r"|(?P<ticks>`+)(?!`).+?(?<!`)(?P=ticks)(?!`)"
+)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 _WORD = re.compile(r"\w+", re.UNICODE)
 STOPWORDS = frozenset(
@@ -27,24 +37,44 @@ def _group_refs(group: str) -> list[int]:
     return refs
 
 
+def _prose(answer: str) -> list[tuple[int, int]]:
+    """(start, end) of the answer's text outside code, where citation markers live."""
+    spans, pos = [], 0
+    for code in _CODE.finditer(answer):
+        spans.append((pos, code.start()))
+        pos = code.end()
+    spans.append((pos, len(answer)))
+    return [(a, b) for a, b in spans if b > a]
+
+
 def cited_refs(answer: str) -> list[int]:
-    """Reference numbers in the order the answer first cites them."""
+    """Reference numbers in the order the answer first cites them (outside code)."""
     seen: dict[int, None] = {}
-    for match in _REF_GROUP.finditer(answer):
-        for ref in _group_refs(match.group(1)):
-            seen.setdefault(ref, None)
+    for a, b in _prose(answer):
+        for match in _REF_GROUP.finditer(answer, a, b):
+            for ref in _group_refs(match["refs"]):
+                seen.setdefault(ref, None)
     return list(seen)
 
 
 def remove_invented_refs(answer: str, valid: set[int]) -> str:
-    """Drop references the context did not contain ([9] when only [1]..[4] exist)."""
+    """Drop references the context did not contain ([9] when only [1]..[4] exist). Only
+    citation markers change: code, brackets that are not citations, whitespace and
+    everything else stay exactly as the model wrote them."""
 
     def fix(match: re.Match[str]) -> str:
-        kept = [r for r in _group_refs(match.group(1)) if r in valid]
-        return "[" + ", ".join(str(r) for r in dict.fromkeys(kept)) + "]" if kept else ""
+        kept = [r for r in _group_refs(match["refs"]) if r in valid]
+        if not kept:
+            return ""
+        return match["space"] + "[" + ", ".join(str(r) for r in dict.fromkeys(kept)) + "]"
 
-    cleaned = _REF_GROUP.sub(fix, answer)
-    return re.sub(r"[ \t]+([.,;:!?])", r"\1", re.sub(r"[ \t]{2,}", " ", cleaned)).strip()
+    out, pos = [], 0
+    for a, b in _prose(answer):
+        out.append(answer[pos:a])
+        out.append(_REF_GROUP.sub(fix, answer[a:b]))
+        pos = b
+    out.append(answer[pos:])
+    return "".join(out).strip()
 
 
 def used_citations(answer: str, citations: list[Citation]) -> list[Citation]:
@@ -60,15 +90,27 @@ def _terms(text: str) -> set[str]:
 EXTRACTIVE_PREFIX = (
     "No chat model is configured, so this answer quotes the most relevant passages of your notes:"
 )
+FALLBACK_PREFIX = (
+    "The chat model could not answer, so this answer quotes the most relevant passages of "
+    "your notes:"
+)
 
 
-def extractive_answer(question: str, citations: list[Citation], *, max_passages: int = 3) -> str:
-    """An answer made only of sentences quoted from the top sections, each cited.
+def extractive_answer(
+    question: str,
+    citations: list[Citation],
+    *,
+    max_passages: int = 3,
+    prefix: str = EXTRACTIVE_PREFIX,
+) -> tuple[str, list[int]]:
+    """An answer made only of sentences quoted from the top sections, each cited, and the
+    references it cites.
 
     Sentences are ranked by overlap with the question's terms, with the section's rank as a
-    prior; the best sentence of each of the top sections is quoted (never invented text)."""
+    prior; the best sentence of each of the top sections is quoted verbatim (never invented
+    or edited text: a note's own "[7]" stays, and is not read as a citation)."""
     if not citations:
-        return "I found nothing in your notes about this."
+        return "I found nothing in your notes about this.", []
     q_terms = _terms(question)
     picks: list[tuple[float, int, str]] = []
     for rank, citation in enumerate(citations[: max_passages * 2]):
@@ -80,4 +122,4 @@ def extractive_answer(question: str, citations: list[Citation], *, max_passages:
     picks.sort(key=lambda p: -p[0])
     chosen = sorted(picks[:max_passages], key=lambda p: p[1])
     lines = [f"- {sentence} [{ref}]" for _, ref, sentence in chosen]
-    return "\n".join([EXTRACTIVE_PREFIX, *lines])
+    return "\n".join([prefix, *lines]), [ref for _, ref, _ in chosen]

@@ -8,6 +8,7 @@ their fused relevance across notes. Note text is wrapped as data (see `prompts`)
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -40,11 +41,13 @@ def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     return flat[: cut if cut > limit // 2 else limit] + "…"
 
 
+_DELIMITER = re.compile(r"<(\s*/?\s*section-data)", re.IGNORECASE)
+
+
 def _escape(text: str) -> str:
-    # The data delimiters must not be forgeable from inside a note.
-    return text.replace("<section-data", "‹section-data").replace(
-        "</section-data", "‹/section-data"
-    )
+    # The data delimiters must not be forgeable from inside a note, in any letter case or
+    # spacing a model might still read as one (`</SECTION-DATA>`, `< /section-data`).
+    return _DELIMITER.sub(r"‹\1", text)
 
 
 def section_block(c: Citation) -> str:

@@ -11,7 +11,13 @@ from typing import Any, Literal
 import structlog
 from bson import ObjectId
 
-from api.chat.answer import extractive_answer, remove_invented_refs, used_citations
+from api.chat.answer import (
+    EXTRACTIVE_PREFIX,
+    FALLBACK_PREFIX,
+    extractive_answer,
+    remove_invented_refs,
+    used_citations,
+)
 from api.chat.context import Citation, build_context
 from api.chat.prompts import SYSTEM_PROMPT, build_messages
 from api.retrieval.models import SearchFilters
@@ -94,7 +100,9 @@ class ChatService:
     def _extractive(
         self, message: str, citations: list[Citation], warning: str | None = None
     ) -> ChatResult:
-        answer, used = self._finish(extractive_answer(message, citations), citations)
+        prefix = EXTRACTIVE_PREFIX if warning is None else FALLBACK_PREFIX
+        answer, refs = extractive_answer(message, citations, prefix=prefix)
+        used = [c for c in citations if c.ref in set(refs)]
         return ChatResult(answer=answer, citations=used, mode="extractive", warning=warning)
 
     async def answer(
@@ -116,6 +124,8 @@ class ChatService:
             return self._extractive(
                 message, citations, warning=f"chat model unavailable ({exc}); extractive answer"
             )
+        if not raw.strip():
+            return self._extractive(message, citations, warning=_EMPTY_WARNING)
         answer, used = self._finish(raw, citations)
         log.info(
             "chat.answered",
@@ -160,6 +170,11 @@ class ChatService:
                 return
             yield ChatEvent("error", {"error": "chat_model_failed", "detail": str(exc)[:300]})
             return
+        if not "".join(parts).strip():
+            result = self._extractive(message, citations, warning=_EMPTY_WARNING)
+            yield ChatEvent("token", {"text": result.answer})
+            yield ChatEvent("done", result_dict(result))
+            return
         answer, used = self._finish("".join(parts), citations)
         yield ChatEvent(
             "done",
@@ -167,6 +182,9 @@ class ChatService:
                 ChatResult(answer=answer, citations=used, mode="llm", model=self.model.model)
             ),
         )
+
+
+_EMPTY_WARNING = "chat model returned an empty answer; extractive answer"
 
 
 def citation_dict(c: Citation) -> dict[str, Any]:

@@ -203,6 +203,33 @@ async def test_model_failure_falls_back_to_extractive(chat_settings: Any, openai
         body = (await api.client.post("/v1/chat", json={"message": "restore?"}, headers=h)).json()
         assert body["mode"] == "extractive" and "unavailable" in body["warning"]
         assert body["citations"]
+        assert body["answer"].startswith("The chat model could not answer")  # not "no model"
+
+
+async def test_an_empty_model_answer_falls_back_to_extractive(
+    chat_settings: Any, openai_stub: Any
+) -> None:
+    async with running_app(chat_settings) as api:
+        h = await api.new_user()
+        await add(api, h, "Postgres backups", BACKUPS)
+        openai_stub.set_chat_reply("   ")
+        body = (await api.client.post("/v1/chat", json={"message": "restore?"}, headers=h)).json()
+        assert body["mode"] == "extractive" and "empty answer" in body["warning"]
+        assert body["citations"] and body["answer"].startswith("The chat model could not answer")
+
+
+async def test_an_extractive_answer_quotes_the_note_verbatim(api: Api) -> None:
+    """A note's own "[7]" stays in the quote and is not a citation (the clean-up of model
+    answers used to run over quotes too: "RFC [7] section 4" became "RFC section 4")."""
+    h = await api.new_user()
+    text = "## Widget\n\nThe widget client retries as RFC [7] section 4 requires, see [2].\n"
+    await add(api, h, "Widget", text)
+    body = (
+        await api.client.post("/v1/chat", json={"message": "how does the widget retry?"}, headers=h)
+    ).json()
+    assert body["mode"] == "extractive"
+    assert "The widget client retries as RFC [7] section 4 requires, see [2]. [1]" in body["answer"]
+    assert [c["ref"] for c in body["citations"]] == [1]
 
 
 async def test_bad_chat_requests(api: Api) -> None:
