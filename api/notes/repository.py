@@ -99,6 +99,11 @@ class NotesRepository:
         tags_changed: Any = (
             {"$ne": ["$tags", _lit(changes["tags"])]} if "tags" in changes else False
         )
+        text_changed: Any = (
+            {"$ne": ["$content_md", _lit(changes["content_md"])]}
+            if "content_md" in changes
+            else False
+        )
         requeue = {"$or": ["$_changed", "$_tags_changed"]}
 
         def if_requeue(value: Any, field: str) -> dict[str, Any]:
@@ -110,6 +115,15 @@ class NotesRepository:
                 "$set": {
                     # Legacy notes (no `version`, or "3") are stored as a whole number.
                     "version": {"$cond": [requeue, NEXT_VERSION, WHOLE_VERSION]},
+                    # The version whose text this is: chunk offsets of any version since
+                    # still index it (a title or tag edit moves `version`, not the text).
+                    "content_version": {
+                        "$cond": [
+                            text_changed,
+                            NEXT_VERSION,
+                            {"$ifNull": ["$content_version", WHOLE_VERSION]},
+                        ]
+                    },
                     "changed_at": if_requeue(now, "changed_at"),
                     "index_status": if_requeue(index_status, "index_status"),
                     "next_attempt_at": if_requeue(now, "next_attempt_at"),
@@ -202,7 +216,11 @@ class NotesSearchQueries:
             return []
         # With the text, its version: a caller cutting it at chunk offsets must know which
         # version the text is (an edit not yet indexed moves everything).
-        projection = {**SEARCH_META, "content_md": 1, "version": 1} if with_content else SEARCH_META
+        projection = (
+            {**SEARCH_META, "content_md": 1, "version": 1, "content_version": 1}
+            if with_content
+            else SEARCH_META
+        )
         cursor = self.collection.find(
             {"_id": {"$in": note_ids}, "author_id": author_id, "status": "active"}, projection
         )

@@ -172,6 +172,7 @@ class NotesService:
             "tags": tags,
             "status": "active",
             "version": 1,
+            "content_version": 1,
             "created_at": now,
             "updated_at": now,
             **pending_fields(now, self._queue_status),

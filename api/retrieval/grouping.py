@@ -44,8 +44,11 @@ DEFAULT_NOTE_SCORER = "weighted_max_sum"
 DEFAULT_MAX_SECTION_CHARS = 6000
 GAP_MARKER = "…"
 
-# An ATX heading line (CommonMark allows up to three spaces of indentation).
-_HEADING_LINE = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)", re.MULTILINE)
+# A heading line between two chunks: ATX, or a setext underline (a thematic break `---`
+# matches too: it only keeps two sections apart). Lines end at \n, \r\n or a bare \r.
+_HEADING_LINE = re.compile(
+    r"(?:(?<=[\r\n])|\A) {0,3}(?:#{1,6}(?=[ \t\r\n]|\Z)|(?:=+|-+)[ \t]*(?=[\r\n]|\Z))"
+)
 
 
 def weighted_max_sum(
@@ -197,10 +200,15 @@ def _joins(run: list[ChunkHit], hit: ChunkHit, content: str | None, max_chars: i
     last = run[-1]
     if hit.heading_path != last.heading_path:
         return False
+    adjacent = hit.chunk_index == last.chunk_index + 1
     if content is not None and _valid_span(content, last.end_offset, hit.start_offset):
-        if _HEADING_LINE.search(content, last.end_offset, hit.start_offset):
+        gap = content[last.end_offset : hit.start_offset]
+        # Chunks cover every character but whitespace, heading lines and front matter, so
+        # anything visible between two adjacent chunks is a heading: two sibling sections
+        # of the same name, not one.
+        if (adjacent and not gap.isspace() and gap) or _HEADING_LINE.search(gap):
             return False
-    if hit.chunk_index == last.chunk_index + 1:
+    if adjacent:
         return True
     if max_chars is None:
         return True

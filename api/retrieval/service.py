@@ -75,6 +75,19 @@ class SearchOutcome:
     warning: str | None = None
 
 
+def _text_of(doc: dict[str, Any], chunk_version: int | None) -> bool:
+    """Whether the note's current text is the one chunks of `chunk_version` were cut from:
+    it has not changed since (a note from before `content_version` counts as changed at
+    its current version)."""
+    if chunk_version is None:
+        return False
+    version = whole_version(doc.get("version"))
+    changed_at = doc.get("content_version")
+    if type(changed_at) is not int or not 1 <= changed_at <= version:
+        changed_at = version
+    return changed_at <= chunk_version <= version
+
+
 class QueryEmbeddingCache:
     """A small LRU of query vectors: repeated queries (chat follow-ups, pagination, UIs
     searching as you type) skip the model. Keyed by (user, query): a hit is measurably
@@ -243,15 +256,17 @@ class RetrievalService:
             full = await self.notes.active_metas(
                 author_id, [ObjectId(n) for n in needs_content], with_content=True
             )
-            # Only text of the version the chunks were cut from: after an edit that is not
-            # indexed yet, the chunks' offsets index the OLD text, and cutting the new one
-            # there gave the model (and the snippet) unrelated text. Those sections are
-            # rebuilt from the chunks' own text instead.
+            # Only text the chunks were cut from: after a content edit that is not indexed
+            # yet, the chunks' offsets index the OLD text, and cutting the new one there
+            # gave the model (and the snippet) unrelated text. Those sections are rebuilt
+            # from the chunks' own text instead. A title or tag edit moves `version` but
+            # not `content_version` (the version of the last text change), so the text
+            # stays usable (and sibling sections stay apart, see grouping._joins).
             versions = {h.note_id: h.note_version for h in hits}
             contents = {
                 str(d["_id"]): d.get("content_md", "")
                 for d in full
-                if whole_version(d.get("version")) == versions.get(str(d["_id"]))
+                if _text_of(d, versions.get(str(d["_id"])))
             }
         return group_by_note(
             hits,

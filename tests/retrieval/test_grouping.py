@@ -161,6 +161,27 @@ def test_sibling_sections_with_the_same_title_stay_apart_when_text_is_known() ->
     assert [s.chunk_indexes for s in result.matching_chunks] == [[0], [1]]
 
 
+@pytest.mark.parametrize(
+    "content",
+    [
+        "Example\n-------\n\nfirst example body\n\nExample\n-------\n\nsecond example body\n",
+        "## Example\r\rfirst example body\r\r## Example\r\rsecond example body\r",
+        "Example\r=======\r\rfirst example body\r\rExample\r=======\r\rsecond example body",
+    ],
+    ids=["setext", "bare-cr-atx", "bare-cr-setext"],
+)
+def test_sibling_sections_of_one_name_stay_apart_for_every_heading_form(content: str) -> None:
+    """Setext headings and bare-\\r lines were not seen between two chunks: the two
+    sections merged into one citation (found by review)."""
+    path = ["T", "Example"]
+    a = hit("N", 0, 0.5, heading=path, start=content.index("first"), text="first example body")
+    b = hit("N", 1, 0.5, heading=path, start=content.index("second"), text="second example body")
+    (result,) = group_by_note(
+        [a, b], {"N": note("N")}, limit=1, chunks_per_note=5, note_contents={"N": content}
+    )
+    assert [s.chunk_indexes for s in result.matching_chunks] == [[0], [1]]
+
+
 def test_hits_outside_the_allowed_notes_or_versions_are_dropped() -> None:
     meta = note("A")
     current = NoteMeta(

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from bson import ObjectId
 
 from api.indexing.runtime import build_indexing
 from tests.conftest import Api, running_app
@@ -432,3 +433,43 @@ async def test_one_users_queries_never_warm_another_users_search(api: Api) -> No
     r = await api.client.post("/v1/chat", json={"message": question}, headers=alice)
     assert r.status_code == 200, r.text
     assert recorder.calls == 2, "chat shares the asking user's own cache"
+
+
+async def test_a_title_or_tag_edit_keeps_the_text_usable_for_citations(
+    make_settings: Any,
+) -> None:
+    """Chunk offsets index the text they were cut from; a tag or title edit moves the
+    version but not the text (`content_version`), so until the re-index sections are
+    still cut from the note and sibling sections of one name stay apart (a tags-only
+    edit merged them into one citation; found by review)."""
+    notes = "## Notes\n\nAlpha widget calibration uses the blue knob first.\n\n"
+    content = notes + notes.replace("Alpha", "Beta").replace("blue knob first", "red knob")
+    async with running_app(make_settings(autonote_index_workers=0)) as api:
+        h = await api.new_user()
+        r = await api.client.post(
+            "/v1/notes", json={"title": "Widgets", "content_md": content}, headers=h
+        )
+        note_id = r.json()["id"]
+        assert (await api.container.indexing.reconciler.run_once()) is not None
+        q = {"query": "widget calibration knob", "chunks_per_note": 5}
+
+        async def sections() -> list[dict[str, Any]]:
+            return (await search(api, h, **q))["results"][0]["matching_chunks"]
+
+        before = await sections()
+        assert len(before) == 2
+        for edit in ({"tags": ["b"]}, {"title": "Widget notes"}):
+            r = await api.client.patch(f"/v1/notes/{note_id}", json=edit, headers=h)
+            assert r.status_code == 200 and r.json()["indexed_version"] < r.json()["version"]
+            after = await sections()
+            assert [(s["start_offset"], s["end_offset"]) for s in after] == [
+                (s["start_offset"], s["end_offset"]) for s in before
+            ]
+            assert all(content[s["start_offset"] : s["end_offset"]] == s["content"] for s in after)
+        r = await api.client.patch(
+            f"/v1/notes/{note_id}", json={"content_md": content + "\nMore.\n"}, headers=h
+        )
+        got = (await api.client.get(f"/v1/notes/{note_id}", headers=h)).json()
+        assert got["version"] == 4
+        doc = await api.container.db.notes.find_one({"_id": ObjectId(note_id)})
+        assert doc["content_version"] == 4
