@@ -191,7 +191,7 @@ class RetrievalService:
         hits = fuse_chunk_lists(
             lists, k=cfg.rrf_k, weights={n: weights[n] for n in lists if n in weights}
         )
-        results = await self._group(author_id, hits, limit, chunks_per_note)
+        results = await self._group(author_id, hits, limit, chunks_per_note, filters)
         took = (time.perf_counter() - started) * 1000
         obs.chunk_search_duration.record(took, {"mode": mode, "backend": self.backend.name})
         log.info(
@@ -227,7 +227,12 @@ class RetrievalService:
         return SearchOutcome(results=results, took_ms=took, mode="note_level", backend="note_level")
 
     async def _group(
-        self, author_id: ObjectId, hits: list[Any], limit: int, chunks_per_note: int
+        self,
+        author_id: ObjectId,
+        hits: list[Any],
+        limit: int,
+        chunks_per_note: int,
+        filters: SearchFilters,
     ) -> list[NoteResult]:
         if not hits:
             return []
@@ -240,7 +245,11 @@ class RetrievalService:
         window = limit + max(limit, RECHECK_SLACK)
         for start in range(0, len(ranked), window):
             batch = [ObjectId(n) for n in ranked[start : start + window]]
-            docs += await self.notes.active_metas(author_id, batch)
+            found = await self.notes.active_metas(author_id, batch)
+            # The index filtered on tags and `updated_at` as of each note's last index run;
+            # a note edited since (tags changed, not re-indexed yet) must not pass a filter
+            # it no longer matches. (One that newly matches waits for its re-index.)
+            docs += [d for d in found if filters.is_empty or filters.matches(note_meta(d))]
             if len(docs) >= limit:
                 break
         # Not `indexed_version`: each backend already returns one whole version per note

@@ -473,3 +473,35 @@ async def test_a_title_or_tag_edit_keeps_the_text_usable_for_citations(
         assert got["version"] == 4
         doc = await api.container.db.notes.find_one({"_id": ObjectId(note_id)})
         assert doc["content_version"] == 4
+
+
+async def test_filters_never_pass_a_note_that_no_longer_matches(make_settings: Any) -> None:
+    """The index filters on tags and `updated_at` as of each note's last index run; a note
+    whose tags changed since must not pass the old tag's filter (it did until the
+    re-index, in search and in chat's context; found by review)."""
+    async with running_app(make_settings(autonote_index_workers=0)) as api:
+        h = await api.new_user()
+        r = await api.client.post(
+            "/v1/notes",
+            json={
+                "title": "Plan",
+                "content_md": "## Plan\n\nQuarterly roadmap review.",
+                "tags": ["work"],
+            },
+            headers=h,
+        )
+        note_id = r.json()["id"]
+        assert (await api.container.indexing.reconciler.run_once()) is not None
+        work = {"query": "quarterly roadmap", "filters": {"tags": ["work"]}}
+        assert [n["note_id"] for n in (await search(api, h, **work))["results"]] == [note_id]
+        await api.client.patch(f"/v1/notes/{note_id}", json={"tags": ["home"]}, headers=h)
+        assert (await search(api, h, **work))["results"] == []
+        context = await api.client.post(
+            "/v1/chat/context",
+            json={"message": "quarterly roadmap", "filters": {"tags": ["work"]}},
+            headers=h,
+        )
+        assert context.json()["citations"] == []
+        assert (await api.container.indexing.reconciler.run_once()) is not None  # re-index
+        home = {"query": "quarterly roadmap", "filters": {"tags": ["home"]}}
+        assert [n["note_id"] for n in (await search(api, h, **home))["results"]] == [note_id]
