@@ -7,6 +7,7 @@ which is exactly what the SDK does.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -39,12 +40,16 @@ class OpenAIChatModel:
         timeout_s: float = 60,
         max_retries: int = 2,
     ) -> None:
-        """`timeout_s` bounds each HTTP attempt (for a stream: connect and each read);
-        `max_retries` is the SDK's bounded retry of 408/409/429/5xx/connection errors."""
+        """`timeout_s` bounds each HTTP read (for a stream: connect and each read);
+        `max_retries` is the SDK's bounded retry of 408/409/429/5xx/connection errors. A
+        whole (non-streamed) answer also has a deadline: every attempt's `timeout_s`, two
+        seconds of back-off per retry and one of slack (so a plain read timeout still ends
+        it first), since a server that trickles bytes never lets a read time out."""
         self.model = model
         self._temperature = temperature
         self._max_tokens = max_tokens
         self._client = client.with_options(timeout=timeout_s, max_retries=max_retries)
+        self.deadline_s = timeout_s * (max_retries + 1) + 2.0 * max_retries + 1.0
 
     def _params(self, messages: list[ChatMessage]) -> dict[str, Any]:
         return {
@@ -60,10 +65,16 @@ class OpenAIChatModel:
         """The whole answer; raises `ChatError` once the SDK's retries are exhausted."""
         started = time.perf_counter()
         try:
-            resp = await self._client.chat.completions.create(**self._params(messages))
+            async with asyncio.timeout(self.deadline_s):
+                resp = await self._client.chat.completions.create(**self._params(messages))
         except openai.APIError as exc:
             log.error("chat.failed", model=self.model, error=_describe(exc), stream=False)
             raise ChatError(f"chat model {self.model} failed: {_describe(exc)}: {exc}") from exc
+        except TimeoutError as exc:
+            log.error("chat.failed", model=self.model, error="deadline", stream=False)
+            raise ChatError(
+                f"chat model {self.model} gave no answer within {self.deadline_s:.1f} s"
+            ) from exc
         if not resp.choices:
             raise ChatError(f"chat model {self.model} returned no choices")
         choice = resp.choices[0]

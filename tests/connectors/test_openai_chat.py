@@ -102,3 +102,51 @@ async def test_timeout_is_chat_error(
     openai_stub.set_delay(1.0)
     with pytest.raises(ChatError, match="APITimeoutError"):
         await model(openai_stub_client, timeout_s=0.2, max_retries=0).complete(MESSAGES)
+
+
+async def test_a_server_that_trickles_bytes_cannot_hold_an_answer_past_its_deadline() -> None:
+    """`timeout_s` bounds each read; a server sending one byte of JSON whitespace every
+    0.3 s never lets a read time out, and held the chat request for as long as it liked
+    (12 s with a 2 s timeout; found by review). The whole answer now has a deadline."""
+    import asyncio
+    import json
+    import time
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":")[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        await reader.readexactly(length)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+            b"transfer-encoding: chunked\r\n\r\n"
+        )
+        try:
+            for _ in range(40):  # 12 s of leading whitespace (valid JSON, so far)
+                writer.write(b"1\r\n \r\n")
+                await writer.drain()
+                await asyncio.sleep(0.3)
+            body = json.dumps({"choices": []}).encode()
+            writer.write(f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n")
+            await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = AsyncOpenAI(api_key="sk-test", base_url=f"http://127.0.0.1:{port}/v1")
+    try:
+        chat = model(client, timeout_s=1.0, max_retries=0)
+        assert chat.deadline_s == 2.0
+        started = time.monotonic()
+        with pytest.raises(ChatError, match="no answer within"):
+            await chat.complete(MESSAGES)
+        assert time.monotonic() - started < 4.0
+    finally:
+        await client.close()
+        server.close()
