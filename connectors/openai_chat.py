@@ -42,9 +42,10 @@ class OpenAIChatModel:
     ) -> None:
         """`timeout_s` bounds each HTTP read (for a stream: connect and each read);
         `max_retries` is the SDK's bounded retry of 408/409/429/5xx/connection errors. A
-        whole (non-streamed) answer also has a deadline: every attempt's `timeout_s`, two
-        seconds of back-off per retry and one of slack (so a plain read timeout still ends
-        it first), since a server that trickles bytes never lets a read time out."""
+        whole (non-streamed) answer also has a deadline, and so has each event of a stream:
+        every attempt's `timeout_s`, two seconds of back-off per retry and one of slack (so
+        a plain read timeout still ends it first), since a server that trickles bytes never
+        lets a read time out."""
         self.model = model
         self._temperature = temperature
         self._max_tokens = max_tokens
@@ -101,7 +102,16 @@ class OpenAIChatModel:
                 **self._params(messages), stream=True
             )
             async with stream:
-                async for chunk in stream:
+                chunks = stream.__aiter__()
+                while True:
+                    # Each event within the deadline: a server that trickles keep-alive
+                    # bytes but never an event would otherwise hold the stream forever.
+                    # (The timeout covers the wait only, never the consumer's work at the
+                    # `yield`, and runs in this task, where the stream was opened.)
+                    async with asyncio.timeout(self.deadline_s):
+                        chunk = await anext(chunks, None)
+                    if chunk is None:
+                        break
                     for choice in chunk.choices:
                         if choice.delta.content:
                             pieces += 1
@@ -115,6 +125,11 @@ class OpenAIChatModel:
                 "chat.failed", model=self.model, error=_describe(exc), stream=True, deltas=pieces
             )
             raise ChatError(f"chat model {self.model} failed: {_describe(exc)}: {exc}") from exc
+        except TimeoutError as exc:
+            log.error("chat.failed", model=self.model, error="deadline", stream=True, deltas=pieces)
+            raise ChatError(
+                f"chat model {self.model} sent nothing for {self.deadline_s:.1f} s"
+            ) from exc
         log.info(
             "chat.completed",
             model=self.model,

@@ -150,3 +150,48 @@ async def test_a_server_that_trickles_bytes_cannot_hold_an_answer_past_its_deadl
     finally:
         await client.close()
         server.close()
+
+
+async def test_a_stream_that_sends_nothing_ends_at_its_deadline() -> None:
+    """A stream whose server keeps the connection busy with SSE comments but never sends
+    an event ends with ChatError at the deadline, after the deltas it did send."""
+    import asyncio
+    import time
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":")[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        await reader.readexactly(length)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n")
+        first = (
+            b'data: {"id":"x","object":"chat.completion.chunk","created":0,"model":"m",'
+            b'"choices":[{"index":0,"delta":{"content":"Hello"},"finish_reason":null}]}\n\n'
+        )
+        try:
+            writer.write(first)
+            for _ in range(40):  # 12 s of comments: bytes, but no event
+                writer.write(b": keep-alive\n\n")
+                await writer.drain()
+                await asyncio.sleep(0.3)
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = AsyncOpenAI(api_key="sk-test", base_url=f"http://127.0.0.1:{port}/v1")
+    got: list[str] = []
+    try:
+        started = time.monotonic()
+        with pytest.raises(ChatError, match=r"sent nothing for 2\.0 s"):
+            async for delta in model(client, timeout_s=1.0, max_retries=0).stream(MESSAGES):
+                got.append(delta)
+        assert got == ["Hello"] and time.monotonic() - started < 4.0
+    finally:
+        await client.close()
+        server.close()
