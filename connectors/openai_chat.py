@@ -27,6 +27,10 @@ def _describe(exc: openai.APIError) -> str:
     return f"{kind} (status {status})" if status is not None else kind
 
 
+# The openai SDK waits at most this long before a retry (a longer Retry-After is ignored).
+_MAX_RETRY_WAIT_S = 60.0
+
+
 class OpenAIChatModel:
     """Chat completions through an injected `AsyncOpenAI` client (owned by the app)."""
 
@@ -43,14 +47,15 @@ class OpenAIChatModel:
         """`timeout_s` bounds each HTTP read (for a stream: connect and each read);
         `max_retries` is the SDK's bounded retry of 408/409/429/5xx/connection errors. A
         whole (non-streamed) answer also has a deadline, and so has each event of a stream:
-        every attempt's `timeout_s`, two seconds of back-off per retry and one of slack (so
-        a plain read timeout still ends it first), since a server that trickles bytes never
-        lets a read time out."""
+        every attempt's `timeout_s`, the longest wait the SDK makes before a retry (60 s:
+        it honours a server's Retry-After up to that) and a second of slack (so a plain
+        read timeout still ends it first), since a server that trickles bytes never lets
+        a read time out."""
         self.model = model
         self._temperature = temperature
         self._max_tokens = max_tokens
         self._client = client.with_options(timeout=timeout_s, max_retries=max_retries)
-        self.deadline_s = timeout_s * (max_retries + 1) + 2.0 * max_retries + 1.0
+        self.deadline_s = timeout_s * (max_retries + 1) + _MAX_RETRY_WAIT_S * max_retries + 1.0
 
     def _params(self, messages: list[ChatMessage]) -> dict[str, Any]:
         return {

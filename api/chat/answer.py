@@ -6,17 +6,20 @@ import re
 
 from api.chat.context import Citation
 
-# [1], [1, 2], [1][3], [1-2] are all ways models cite. A marker does not follow a word
-# character (`items[0]` is an index) and is not a link's text (`[1](url)`); the spaces
-# before it go with it when it is dropped.
+# [1], [1, 2], [1][3], [1-2] are all ways models cite, after a space or not (`UTC[1]`,
+# `実行されます[1]`); a link's text (`[1](url)`) is not a marker. `(?P<after>...)` peeks
+# at what follows, to know whether a dropped marker's spaces go with it.
 _REF_GROUP = re.compile(
-    r"(?P<space>[ \t]*)(?<![\w`])\[(?P<refs>\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*)\](?!\()"
+    r"(?P<space>[ \t]*)\[(?P<refs>\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*)\](?!\()(?=(?P<after>.?))",
+    re.S,
 )
-# Code is quoted, never cited: fenced blocks (to their closing fence, or the end) and
-# inline code spans are left exactly as the model wrote them.
+# Code is quoted, never cited: fenced blocks (any indentation, so also in list items; to a
+# closing fence of the same character at least as long, or the end) and inline code spans
+# (which, as in CommonMark, never cross a blank line) stay exactly as the model wrote them.
 _CODE = re.compile(
-    r"(?ms)^[ \t]{0,3}(?P<fence>`{3,}|~{3,})[^\n]*\n.*?(?:^[ \t]{0,3}(?P=fence)[ \t]*$|\Z)"
-    r"|(?P<ticks>`+)(?!`).+?(?<!`)(?P=ticks)(?!`)"
+    r"(?m:^[ \t]*(?P<fence>(?P<fc>[`~])(?P=fc){2,})[^\n]*\n"
+    r"(?s:.*?)(?:^[ \t]*(?P=fence)(?P=fc)*[ \t]*\r?$|\Z))"
+    r"|(?P<ticks>`+)(?!`)(?:(?!\r?\n[ \t]*\r?\n)(?s:.))+?(?<!`)(?P=ticks)(?!`)"
 )
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -64,9 +67,12 @@ def remove_invented_refs(answer: str, valid: set[int]) -> str:
 
     def fix(match: re.Match[str]) -> str:
         kept = [r for r in _group_refs(match["refs"]) if r in valid]
-        if not kept:
-            return ""
-        return match["space"] + "[" + ", ".join(str(r) for r in dict.fromkeys(kept)) + "]"
+        if kept:
+            return match["space"] + "[" + ", ".join(str(r) for r in dict.fromkeys(kept)) + "]"
+        # "Never [9]." → "Never.", "see [9] and" → "see and"; but "nightly [9][1]" keeps
+        # its space for the marker that follows ("nightly [1]").
+        after = match["after"]
+        return "" if not after or after.isspace() or after in ".,;:!?)" else match["space"]
 
     out, pos = [], 0
     for a, b in _prose(answer):

@@ -124,9 +124,9 @@ class ChatService:
             return self._extractive(
                 message, citations, warning=f"chat model unavailable ({exc}); extractive answer"
             )
-        if not raw.strip():
-            return self._extractive(message, citations, warning=_EMPTY_WARNING)
         answer, used = self._finish(raw, citations)
+        if not answer:  # nothing, or only references the context did not hold
+            return self._extractive(message, citations, warning=_EMPTY_WARNING)
         log.info(
             "chat.answered",
             refs=len(citations),
@@ -170,12 +170,12 @@ class ChatService:
                 return
             yield ChatEvent("error", {"error": "chat_model_failed", "detail": str(exc)[:300]})
             return
-        if not "".join(parts).strip():
+        answer, used = self._finish("".join(parts), citations)
+        if not answer:  # nothing, or only references the context did not hold
             result = self._extractive(message, citations, warning=_EMPTY_WARNING)
             yield ChatEvent("token", {"text": result.answer})
             yield ChatEvent("done", result_dict(result))
             return
-        answer, used = self._finish("".join(parts), citations)
         yield ChatEvent(
             "done",
             result_dict(

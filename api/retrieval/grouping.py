@@ -44,11 +44,11 @@ DEFAULT_NOTE_SCORER = "weighted_max_sum"
 DEFAULT_MAX_SECTION_CHARS = 6000
 GAP_MARKER = "…"
 
-# A heading line between two chunks: ATX, or a setext underline (a thematic break `---`
-# matches too: it only keeps two sections apart). Lines end at \n, \r\n or a bare \r.
-_HEADING_LINE = re.compile(
-    r"(?:(?<=[\r\n])|\A) {0,3}(?:#{1,6}(?=[ \t\r\n]|\Z)|(?:=+|-+)[ \t]*(?=[\r\n]|\Z))"
-)
+# An ATX heading line between two chunks that are not adjacent (CommonMark allows up to
+# three spaces of indentation; lines end at \n, \r\n or a bare \r). Setext underlines are
+# not sought there: a `---` in code between them would look like one. (Between adjacent
+# chunks any visible text is a heading, see `_joins`.)
+_HEADING_LINE = re.compile(r"(?:(?<=[\r\n])|\A) {0,3}#{1,6}(?=[ \t\r\n]|\Z)")
 
 
 def weighted_max_sum(

@@ -83,7 +83,9 @@ def _text_of(doc: dict[str, Any], chunk_version: int | None) -> bool:
         return False
     version = whole_version(doc.get("version"))
     changed_at = doc.get("content_version")
-    if type(changed_at) is not int or not 1 <= changed_at <= version:
+    if not isinstance(changed_at, int) or isinstance(changed_at, bool):
+        changed_at = version
+    if not 1 <= changed_at <= version:
         changed_at = version
     return changed_at <= chunk_version <= version
 

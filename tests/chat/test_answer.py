@@ -16,7 +16,7 @@ def retry(f):
             time.sleep(delay)
 ```
 
-Index the first item with `items[0]` ; is it ready ? Never [9]. Also [2][7], x[3], [1](http://u)."""
+Index the first item with `items[0]` ; is it ready ? Never [9]. Also [2][7], [1](http://u)."""
 
 
 def test_only_citation_markers_change_in_a_model_answer() -> None:
@@ -29,6 +29,27 @@ def test_only_citation_markers_change_in_a_model_answer() -> None:
     assert cited_refs("in `a[3]` and\n```\nb = [4]\n```\n") == []
     assert cited_refs("see [1-3] and [5; 6]") == [1, 2, 3, 5, 6]
     assert remove_invented_refs("Done [4].", {1}) == "Done."
+
+
+def test_markers_right_after_a_word_and_after_a_dropped_one_still_cite() -> None:
+    """Found by review of the first version of this clean-up: `UTC[1]` (and CJK text,
+    which has no space before a marker) was not read as a citation, and dropping "[9]" in
+    "nightly [9][1]" glued "[1]" to the word, so it was lost too."""
+    assert cited_refs("The backup runs at 02:00 UTC[1].") == [1]
+    assert cited_refs("バックアップは毎晩実行されます[1]。") == [1]
+    assert remove_invented_refs("Backups run nightly [9][1].", {1}) == "Backups run nightly [1]."
+    assert remove_invented_refs("see [9] and [1]", {1}) == "see and [1]"
+
+
+def test_code_ends_where_commonmark_ends_it() -> None:
+    """A lone backtick does not pair across a blank line; a closing fence may be longer
+    than the opening one or end in \\r\\n; a fence inside a list item is code too."""
+    assert cited_refs("Press the ` key [1].\n\nThen type `help` [2].") == [1, 2]
+    longer = "Run it [1]:\n```\nmake run\n````\nThen restore [2] (see [9])."
+    assert remove_invented_refs(longer, {1, 2}).endswith("Then restore [2] (see).")
+    assert cited_refs("Run [1]:\r\n```\r\nx = [5]\r\n```\r\nThen [2].") == [1, 2]
+    listed = "1. Make the list:\n\n    ~~~python\n    ids = [1, 2, 9]\n    ~~~\n"
+    assert remove_invented_refs(listed, {1, 2}) == listed.strip()
 
 
 def _citation(title: str, text: str) -> Citation:

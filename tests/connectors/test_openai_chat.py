@@ -141,6 +141,9 @@ async def test_a_server_that_trickles_bytes_cannot_hold_an_answer_past_its_deadl
     port = server.sockets[0].getsockname()[1]
     client = AsyncOpenAI(api_key="sk-test", base_url=f"http://127.0.0.1:{port}/v1")
     try:
+        # Room for the SDK's longest Retry-After wait (60 s) per retry, so a healthy answer
+        # after a 429 is never cut off (a first version allowed 2 s; found by review).
+        assert model(client, timeout_s=1.0, max_retries=1).deadline_s == 63.0
         chat = model(client, timeout_s=1.0, max_retries=0)
         assert chat.deadline_s == 2.0
         started = time.monotonic()

@@ -182,6 +182,19 @@ def test_sibling_sections_of_one_name_stay_apart_for_every_heading_form(content:
     assert [s.chunk_indexes for s in result.matching_chunks] == [[0], [1]]
 
 
+def test_a_dash_line_in_code_between_two_matched_chunks_is_no_heading() -> None:
+    """Between chunks that are not adjacent only ATX headings are sought: a YAML `---` in
+    an unmatched code chunk between them split one section in two (found by review)."""
+    content = "## Deploy\n\nfirst step body\n\n```yaml\na: 1\n---\nb: 2\n```\n\nlast step body\n"
+    path = ["T", "Deploy"]
+    a = hit("N", 0, 0.5, heading=path, start=content.index("first"), text="first step body")
+    b = hit("N", 2, 0.5, heading=path, start=content.index("last"), text="last step body")
+    (result,) = group_by_note(
+        [a, b], {"N": note("N")}, limit=1, chunks_per_note=5, note_contents={"N": content}
+    )
+    assert [s.chunk_indexes for s in result.matching_chunks] == [[0, 2]]
+
+
 def test_hits_outside_the_allowed_notes_or_versions_are_dropped() -> None:
     meta = note("A")
     current = NoteMeta(
