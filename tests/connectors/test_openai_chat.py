@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -104,33 +109,28 @@ async def test_timeout_is_chat_error(
         await model(openai_stub_client, timeout_s=0.2, max_retries=0).complete(MESSAGES)
 
 
-async def test_a_server_that_trickles_bytes_cannot_hold_an_answer_past_its_deadline() -> None:
-    """`timeout_s` bounds each read; a server sending one byte of JSON whitespace every
-    0.3 s never lets a read time out, and held the chat request for as long as it liked
-    (12 s with a 2 s timeout; found by review). The whole answer now has a deadline."""
-    import asyncio
-    import json
-    import time
+@asynccontextmanager
+async def trickling_server(
+    head: bytes, filler: bytes, tail: bytes = b""
+) -> AsyncIterator[AsyncOpenAI]:
+    """A client of a server that answers any request with `head`, then `filler` every
+    0.3 s for 12 s (bytes, so no read ever times out), then `tail`."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
+        request = await reader.readuntil(b"\r\n\r\n")
         length = next(
             int(line.split(b":")[1])
-            for line in head.split(b"\r\n")
+            for line in request.split(b"\r\n")
             if line.lower().startswith(b"content-length:")
         )
         await reader.readexactly(length)
-        writer.write(
-            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-            b"transfer-encoding: chunked\r\n\r\n"
-        )
         try:
-            for _ in range(40):  # 12 s of leading whitespace (valid JSON, so far)
-                writer.write(b"1\r\n \r\n")
+            writer.write(head)
+            for _ in range(40):
+                writer.write(filler)
                 await writer.drain()
                 await asyncio.sleep(0.3)
-            body = json.dumps({"choices": []}).encode()
-            writer.write(f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n")
+            writer.write(tail)
             await writer.drain()
         except ConnectionError:
             pass
@@ -141,6 +141,22 @@ async def test_a_server_that_trickles_bytes_cannot_hold_an_answer_past_its_deadl
     port = server.sockets[0].getsockname()[1]
     client = AsyncOpenAI(api_key="sk-test", base_url=f"http://127.0.0.1:{port}/v1")
     try:
+        yield client
+    finally:
+        await client.close()
+        server.close()
+
+
+async def test_a_server_that_trickles_bytes_cannot_hold_an_answer_past_its_deadline() -> None:
+    """`timeout_s` bounds each read; a server sending one byte of JSON whitespace every
+    0.3 s never lets a read time out, and held the chat request for as long as it liked
+    (12 s with a 2 s timeout; found by review). The whole answer now has a deadline."""
+    body = json.dumps({"choices": []}).encode()
+    async with trickling_server(
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n",
+        b"1\r\n \r\n",  # one chunk of leading whitespace (valid JSON, so far)
+        f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n",
+    ) as client:
         # Room for the SDK's longest Retry-After wait (60 s) per retry, so a healthy answer
         # after a 429 is never cut off (a first version allowed 2 s; found by review).
         assert model(client, timeout_s=1.0, max_retries=1).deadline_s == 63.0
@@ -150,51 +166,22 @@ async def test_a_server_that_trickles_bytes_cannot_hold_an_answer_past_its_deadl
         with pytest.raises(ChatError, match="no answer within"):
             await chat.complete(MESSAGES)
         assert time.monotonic() - started < 4.0
-    finally:
-        await client.close()
-        server.close()
 
 
 async def test_a_stream_that_sends_nothing_ends_at_its_deadline() -> None:
     """A stream whose server keeps the connection busy with SSE comments but never sends
     an event ends with ChatError at the deadline, after the deltas it did send."""
-    import asyncio
-    import time
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = next(
-            int(line.split(b":")[1])
-            for line in head.split(b"\r\n")
-            if line.lower().startswith(b"content-length:")
-        )
-        await reader.readexactly(length)
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n")
-        first = (
-            b'data: {"id":"x","object":"chat.completion.chunk","created":0,"model":"m",'
-            b'"choices":[{"index":0,"delta":{"content":"Hello"},"finish_reason":null}]}\n\n'
-        )
-        try:
-            writer.write(first)
-            for _ in range(40):  # 12 s of comments: bytes, but no event
-                writer.write(b": keep-alive\n\n")
-                await writer.drain()
-                await asyncio.sleep(0.3)
-        except ConnectionError:
-            pass
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    client = AsyncOpenAI(api_key="sk-test", base_url=f"http://127.0.0.1:{port}/v1")
+    first = (
+        b'data: {"id":"x","object":"chat.completion.chunk","created":0,"model":"m",'
+        b'"choices":[{"index":0,"delta":{"content":"Hello"},"finish_reason":null}]}\n\n'
+    )
     got: list[str] = []
-    try:
+    async with trickling_server(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n" + first,
+        b": keep-alive\n\n",  # bytes, but no event
+    ) as client:
         started = time.monotonic()
         with pytest.raises(ChatError, match=r"sent nothing for 2\.0 s"):
             async for delta in model(client, timeout_s=1.0, max_retries=0).stream(MESSAGES):
                 got.append(delta)
         assert got == ["Hello"] and time.monotonic() - started < 4.0
-    finally:
-        await client.close()
-        server.close()
