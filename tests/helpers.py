@@ -76,3 +76,17 @@ class RecordingEmbedder:
         self.calls += 1
         self.texts.extend(texts)
         return await self.inner.embed(texts, **kwargs)
+
+
+class GatedEmbedder(RecordingEmbedder):
+    """Holds every embed call until `release` is set (`entered` tells it is waiting)."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def embed(self, texts: list[str], **kwargs: Any) -> Any:
+        self.entered.set()
+        await self.release.wait()
+        return await super().embed(texts, **kwargs)

@@ -14,21 +14,7 @@ from bson import ObjectId
 
 from api.indexing.reconciler import Reconciler
 from tests.conftest import Api, running_app
-from tests.helpers import RecordingEmbedder, sectioned_note, wait_indexed
-
-
-class GatedEmbedder(RecordingEmbedder):
-    """Holds every embed call until `release` is set (`entered` tells it is waiting)."""
-
-    def __init__(self, inner: Any) -> None:
-        super().__init__(inner)
-        self.entered = asyncio.Event()
-        self.release = asyncio.Event()
-
-    async def embed(self, texts: list[str], **kwargs: Any) -> Any:
-        self.entered.set()
-        await self.release.wait()
-        return await super().embed(texts, **kwargs)
+from tests.helpers import GatedEmbedder, sectioned_note, wait_indexed
 
 
 class RunA:
@@ -160,16 +146,7 @@ class HandDriven:
         self.id, self.oid = r.json()["id"], ObjectId(r.json()["id"])
         assert (await a.run_once(self.oid)).status == "indexed"
         self.inner = a.embedder
-        self.gate_a = Gate()
-        parked = RecordingEmbedder(self.inner)
-        gate = self.gate_a
-
-        async def embed(texts: list[str], **kwargs: Any) -> Any:
-            await gate.wait()
-            return await self.inner.embed(texts, **kwargs)
-
-        parked.embed = embed  # type: ignore[method-assign]
-        a.embedder = parked
+        self.gate_a = a.embedder = GatedEmbedder(self.inner)
         await api.client.patch(
             f"/v1/notes/{self.id}", json={"content_md": sectioned_note(3, seed=2)}, headers=self.h
         )

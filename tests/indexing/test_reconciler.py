@@ -14,6 +14,7 @@ from api.indexing import worker
 from api.services.chunking import get_chunker
 from tests.conftest import Api, running_app
 from tests.helpers import (
+    GatedEmbedder,
     RecordingEmbedder,
     paragraph,
     sectioned_note,
@@ -153,20 +154,6 @@ async def test_no_user_reuses_another_users_vectors(api: Api) -> None:
     # Alice's own copy of the evicted text still costs her nothing.
     again = await create(api, alice, secret, title="Layoffs")
     assert (await wait_indexed(api, alice, again["id"]))["last_index_stats"]["embedded"] == 0
-
-
-class GatedEmbedder(RecordingEmbedder):
-    """Holds every embed call until `release` is set (`entered` tells it is waiting)."""
-
-    def __init__(self, inner: Any) -> None:
-        super().__init__(inner)
-        self.entered = asyncio.Event()
-        self.release = asyncio.Event()
-
-    async def embed(self, texts: list[str], **kwargs: Any) -> Any:
-        self.entered.set()
-        await self.release.wait()
-        return await super().embed(texts, **kwargs)
 
 
 async def test_a_note_purged_while_it_is_indexed_leaves_no_chunks(api: Api) -> None:
