@@ -150,49 +150,46 @@ def test_matched_chunk_of_another_section_between_prevents_merge() -> None:
     assert sorted(s.chunk_indexes for s in result.matching_chunks) == [[0], [1], [2]]
 
 
-def test_sibling_sections_with_the_same_title_stay_apart_when_text_is_known() -> None:
-    content = "## Example\n\nfirst example body\n\n## Example\n\nsecond example body\n"
-    path = ["T", "Example"]
-    a = hit("N", 0, 0.5, heading=path, start=content.index("first"), text="first example body")
-    b = hit("N", 1, 0.5, heading=path, start=content.index("second"), text="second example body")
+def _sections_of_two_hits(
+    content: str, heading: str, first: str, second: str, second_index: int = 1
+) -> list[list[int]]:
+    """The chunk indexes of each section that chunk 0 (`first`) and chunk `second_index`
+    (`second`), both under `heading`, group into when the note's text is known."""
+    path = ["T", heading]
+    a = hit("N", 0, 0.5, heading=path, start=content.index(first), text=first)
+    b = hit("N", second_index, 0.5, heading=path, start=content.index(second), text=second)
     (result,) = group_by_note(
         [a, b], {"N": note("N")}, limit=1, chunks_per_note=5, note_contents={"N": content}
     )
-    assert [s.chunk_indexes for s in result.matching_chunks] == [[0], [1]]
+    return [s.chunk_indexes for s in result.matching_chunks]
 
 
 @pytest.mark.parametrize(
     "content",
     [
+        "## Example\n\nfirst example body\n\n## Example\n\nsecond example body\n",
         "Example\n-------\n\nfirst example body\n\nExample\n-------\n\nsecond example body\n",
         "## Example\r\rfirst example body\r\r## Example\r\rsecond example body\r",
         "Example\r=======\r\rfirst example body\r\rExample\r=======\r\rsecond example body",
     ],
-    ids=["setext", "bare-cr-atx", "bare-cr-setext"],
+    ids=["atx", "setext", "bare-cr-atx", "bare-cr-setext"],
 )
 def test_sibling_sections_of_one_name_stay_apart_for_every_heading_form(content: str) -> None:
-    """Setext headings and bare-\\r lines were not seen between two chunks: the two
-    sections merged into one citation (found by review)."""
-    path = ["T", "Example"]
-    a = hit("N", 0, 0.5, heading=path, start=content.index("first"), text="first example body")
-    b = hit("N", 1, 0.5, heading=path, start=content.index("second"), text="second example body")
-    (result,) = group_by_note(
-        [a, b], {"N": note("N")}, limit=1, chunks_per_note=5, note_contents={"N": content}
+    """Two sibling sections with the same title stay two when the text is known. Setext
+    headings and bare-\\r lines were not seen between two chunks: the two sections merged
+    into one citation (found by review)."""
+    sections = _sections_of_two_hits(
+        content, "Example", "first example body", "second example body"
     )
-    assert [s.chunk_indexes for s in result.matching_chunks] == [[0], [1]]
+    assert sections == [[0], [1]]
 
 
 def test_a_dash_line_in_code_between_two_matched_chunks_is_no_heading() -> None:
     """Between chunks that are not adjacent only ATX headings are sought: a YAML `---` in
     an unmatched code chunk between them split one section in two (found by review)."""
     content = "## Deploy\n\nfirst step body\n\n```yaml\na: 1\n---\nb: 2\n```\n\nlast step body\n"
-    path = ["T", "Deploy"]
-    a = hit("N", 0, 0.5, heading=path, start=content.index("first"), text="first step body")
-    b = hit("N", 2, 0.5, heading=path, start=content.index("last"), text="last step body")
-    (result,) = group_by_note(
-        [a, b], {"N": note("N")}, limit=1, chunks_per_note=5, note_contents={"N": content}
-    )
-    assert [s.chunk_indexes for s in result.matching_chunks] == [[0, 2]]
+    sections = _sections_of_two_hits(content, "Deploy", "first step body", "last step body", 2)
+    assert sections == [[0, 2]]
 
 
 def test_hits_outside_the_allowed_notes_or_versions_are_dropped() -> None:
