@@ -432,13 +432,20 @@ class Reconciler:
     async def _remove(
         self, note: dict[str, Any], token: str, started: float
     ) -> dict[str, Any] | None:
-        """A trashed note: its chunks leave the index (vectors kept in the cache)."""
+        """A trashed note: its chunks leave the index (vectors kept in the cache).
+
+        They are deleted before the commit, while this run holds the lease: once the note
+        says `indexed`, nothing else would delete a trashed note's chunks (a process killed
+        between the two would leave them for good), and the commit releases the lease, so
+        a restore may already have another worker writing them back. Only the chunks read
+        here are deleted, never chunks another run wrote since."""
         existing = await self.chunks.for_note(note["_id"], with_vectors=True)
+        await self._cache_evicted(existing, keep=set())
+        await self.chunks.delete_ids([d["_id"] for d in existing])
         stats = index_stats(0, 0, 0, started)
         done = await self._complete(note, token, None, [], stats, written=0)
-        if done is not None:
-            await self._cache_evicted(existing, keep=set())
-            # The chunks read above, not all of the note's: the commit released the lease,
-            # and a restore may already have another worker writing them back.
-            await self.chunks.delete_ids([d["_id"] for d in existing])
+        if done is None:
+            # The lease ran out mid-run: the run that took the note over may have kept
+            # those chunks (a restore of an intact note). One more run settles it.
+            await self.queue.recheck(note["_id"], datetime.now(UTC))
         return done

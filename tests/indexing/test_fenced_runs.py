@@ -14,7 +14,7 @@ from bson import ObjectId
 
 from api.indexing.reconciler import Reconciler
 from tests.conftest import Api, running_app
-from tests.helpers import GatedEmbedder, sectioned_note, wait_indexed
+from tests.helpers import GatedEmbedder, RecordingEmbedder, sectioned_note, wait_indexed
 
 
 class RunA:
@@ -226,3 +226,77 @@ async def test_a_fenced_run_leaves_no_chunks_on_a_note_trashed_meanwhile(
         note, chunks = await run.settle()
         assert note["status"] == "trashed" and note["indexed_version"] is None
         assert chunks == []
+
+
+async def indexed_then_trashed(api: Api) -> tuple[dict[str, str], ObjectId, list[ObjectId]]:
+    """A note indexed by hand (3 chunks), then trashed: its removal is due."""
+    h = await api.new_user()
+    r = await api.client.post(
+        "/v1/notes", json={"title": "N", "content_md": sectioned_note(3, seed=1)}, headers=h
+    )
+    oid = ObjectId(r.json()["id"])
+    assert (await api.container.indexing.reconciler.run_once(oid)).status == "indexed"
+    ids = [d["_id"] async for d in api.container.db.note_chunks.find({"note_id": oid})]
+    assert len(ids) == 3
+    assert (await api.client.delete(f"/v1/notes/{oid}", headers=h)).status_code == 200
+    return h, oid, ids
+
+
+async def test_a_removal_commits_only_once_the_chunks_are_gone(make_settings: Any) -> None:
+    """Once a trashed note says `indexed`, nothing else deletes its chunks: a removal
+    that committed first and deleted after (as it did) left them for good when the
+    process died in between (and a check run in that gap flagged them; seen in CI)."""
+    async with running_app(make_settings(autonote_index_workers=0)) as api:
+        _, oid, _ = await indexed_then_trashed(api)
+        rec = api.container.indexing.reconciler
+        at_commit: list[int] = []
+        complete = rec.queue.complete
+
+        async def count_then_complete(*args: Any, **kwargs: Any) -> Any:
+            at_commit.append(await api.container.db.note_chunks.count_documents({"note_id": oid}))
+            return await complete(*args, **kwargs)
+
+        rec.queue.complete = count_then_complete  # type: ignore[method-assign]
+        assert (await rec.run_once(oid)).status == "indexed"
+        assert at_commit == [0]
+        note = await api.container.db.notes.find_one({"_id": oid})
+        assert note["indexed_version"] is None and note["chunk_count"] == 0
+        # The vectors went to the author's cache, so a restore embeds nothing.
+        assert await api.container.db.embedding_cache.count_documents({}) == 3
+
+
+async def test_a_fenced_removal_leaves_a_restored_note_its_chunks(make_settings: Any) -> None:
+    """Removal A read the trashed note's chunks and stalled past its lease; the note was
+    restored and B kept its intact chunks. A's late delete takes them: its refused commit
+    must ask for one more run, which writes them back (from the cache, no embedding)."""
+    async with running_app(make_settings(autonote_index_workers=0)) as api:
+        h, oid, ids = await indexed_then_trashed(api)
+        db, a = api.container.db, api.container.indexing.reconciler
+        gate_a = Gate()
+        gate_method(a.chunks, "delete_ids", gate_a)
+        task_a = asyncio.create_task(a.run_once(oid))
+        await asyncio.wait_for(gate_a.entered.wait(), 30)
+        past = datetime.now(UTC) - timedelta(seconds=1)
+        await db.notes.update_one({"_id": oid}, {"$set": {"lease_expires_at": past}})
+        assert (await api.client.post(f"/v1/notes/{oid}/restore", headers=h)).status_code == 200
+        b = Reconciler(
+            a.db, chunker=a.chunker, embedder=a.embedder, model_key=a.model_key, config=a.config
+        )
+        assert (await b.run_once(oid)).status == "indexed"
+        assert [d["_id"] async for d in db.note_chunks.find({"note_id": oid})] == ids  # kept
+        gate_a.release.set()
+        assert (await asyncio.wait_for(task_a, 30)).status == "lost_lease"
+        recorder = RecordingEmbedder(a.embedder)
+        a.embedder = recorder
+        while await a.run_once(oid) is not None:
+            pass
+        note = await db.notes.find_one({"_id": oid})
+        chunks = await db.note_chunks.find({"note_id": oid}).to_list()
+        assert (note["status"], note["index_status"], note["chunk_count"]) == (
+            "active",
+            "indexed",
+            3,
+        )
+        assert sorted(c["chunk_index"] for c in chunks) == [0, 1, 2]
+        assert {c["note_version"] for c in chunks} == {note["indexed_version"]}
+        assert recorder.texts == [] and note["last_index_stats"]["embedded"] == 0

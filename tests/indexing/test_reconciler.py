@@ -188,8 +188,8 @@ async def test_a_note_purged_while_it_is_indexed_leaves_no_chunks(api: Api) -> N
 
 
 def slow_first_cache_write(api: Api) -> tuple[asyncio.Event, asyncio.Event]:
-    """Make the next embedding-cache write (a run's clean-up after its commit, which
-    released the lease) take a second: (entered, finished) events."""
+    """Make the next embedding-cache write (a run moving vectors out of `note_chunks`)
+    take a second: (entered, finished) events."""
     cache = api.container.indexing.reconciler.cache
     real = cache.put_many
     entered, finished = asyncio.Event(), asyncio.Event()
@@ -228,15 +228,16 @@ async def test_a_late_eviction_never_deletes_the_next_versions_chunks(api: Api) 
 
 
 async def test_a_late_removal_never_deletes_a_restored_notes_chunks(api: Api) -> None:
-    """Run A removes a trashed note's chunks after its commit; meanwhile the note is
-    restored and run B writes them back. A deleted every chunk of the note, B's too."""
+    """Run A removes a trashed note's chunks; meanwhile the note is restored and run B
+    writes them back. A, deleting after its commit, once deleted every chunk of the note,
+    B's too (A now deletes before it commits, and only the chunks it read)."""
     h = await api.new_user()
     note = await create(api, h, sectioned_note(3, seed=1))
     await wait_indexed(api, h, note["id"])
     entered, finished = slow_first_cache_write(api)
     url = f"/v1/notes/{note['id']}"
     await api.client.delete(url, headers=h)
-    await asyncio.wait_for(entered.wait(), 30)  # A committed the removal, caching vectors
+    await asyncio.wait_for(entered.wait(), 30)  # A is removing the chunks, caching vectors
     assert (await api.client.post(f"{url}/restore", headers=h)).status_code == 200
     await asyncio.wait_for(finished.wait(), 30)
     after = await wait_indexed(api, h, note["id"])
