@@ -11,7 +11,7 @@ from typing import Any
 
 import structlog
 from bson import ObjectId
-from fastapi import Depends, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pymongo.asynchronous.database import AsyncDatabase
 
@@ -20,8 +20,9 @@ from api.chat.service import ChatService
 from api.config import Settings, load_settings
 from api.db.client import create_client, ensure_indexes
 from api.db.embedded import EmbeddedMongo
-from api.deps import Container, ContainerDep, reject_unknown_query_params
+from api.deps import Container, ContainerDep
 from api.error_handlers import install_error_handlers
+from api.errors import DatabaseUnavailable, Unauthorized
 from api.indexing.chunks_repository import ChunksRepository
 from api.indexing.runtime import build_indexing
 from api.logging import configure_logging
@@ -43,6 +44,7 @@ from api.retrieval.local_index import LocalIndex
 from api.retrieval.routes import router as search_router
 from api.retrieval.service import RetrievalService
 from api.retrieval.sync import LocalIndexSync
+from api.schemas import ErrorBody
 from api.services.chunking.tokenizer import tiktoken_tokenizer
 from api.users.repository import UsersRepository
 from api.users.routes import router as users_router
@@ -200,7 +202,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         summary="Markdown notes with heading-aware chunks, hybrid search and cited chat.",
         lifespan=build_lifespan(settings),
-        dependencies=[Depends(reject_unknown_query_params)],
     )
     install_error_handlers(app)
     app.add_middleware(
@@ -218,7 +219,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         "/metrics",
         tags=["ops"],
         response_class=PlainTextResponse,
-        responses={401: {"description": "AUTONOTE_METRICS_TOKEN is set and not given"}},
+        responses={
+            401: {
+                "model": ErrorBody,
+                "description": "AUTONOTE_METRICS_TOKEN is set and not given",
+            }
+        },
     )
     async def metrics(request: Request) -> PlainTextResponse:
         """Prometheus text format: request latency by route, indexing lag and duration,
@@ -227,27 +233,40 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         Protected by `Authorization: Bearer <AUTONOTE_METRICS_TOKEN>` when that is set."""
         token = settings.autonote_metrics_token
         if token is not None:
-            given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
-            if not hmac.compare_digest(given.encode(), token.get_secret_value().encode()):
-                return PlainTextResponse("unauthorized\n", status_code=401)
+            scheme, _, given = request.headers.get("authorization", "").partition(" ")
+            wanted = token.get_secret_value().encode()
+            if scheme.lower() != "bearer" or not hmac.compare_digest(
+                given.strip().encode(), wanted
+            ):
+                raise Unauthorized(
+                    "missing or wrong metrics token (Bearer <AUTONOTE_METRICS_TOKEN>)"
+                )
         from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
         return PlainTextResponse(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
+    # Probes answer HEAD as well as GET (load balancers use either) and ignore query
+    # strings (cache-busters).
+    @app.head("/healthz", include_in_schema=False)
     @app.get("/healthz", tags=["ops"])
     async def healthz() -> dict[str, str]:
         """Liveness: the process is up."""
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["ops"], responses={503: {"description": "Database unreachable"}})
+    @app.head("/readyz", include_in_schema=False)
+    @app.get(
+        "/readyz",
+        tags=["ops"],
+        responses={503: {"model": ErrorBody, "description": "Database unreachable"}},
+    )
     async def readyz(container: ContainerDep) -> JSONResponse:
-        """Readiness: the database answers a ping within its timeout."""
+        """Readiness: the database answers a ping within its timeout; otherwise 503
+        `database_unavailable` with Retry-After, as every route answers in an outage."""
         try:
             await container.db.command("ping")
         except Exception as exc:  # any failure means "not ready", never a 500
-            return JSONResponse(
-                {"status": "unavailable", "database": type(exc).__name__}, status_code=503
-            )
+            log.warning("readyz.unavailable", error=type(exc).__name__)
+            raise DatabaseUnavailable("the database did not answer a ping") from None
         return JSONResponse({"status": "ready", "database": "ok"})
 
     _document_configured_limits(app, settings)

@@ -190,9 +190,15 @@ def import_files(
 @users_app.command("create")
 def users_create(name: Annotated[str, typer.Argument(help="Display name of the user")]) -> None:
     """Create a user directly in the database and print its API key (shown once)."""
+    from api.users.models import clean_user_name
     from api.users.repository import UsersRepository
     from api.users.service import UsersService
 
+    try:
+        name = clean_user_name(name)
+    except ValueError as exc:
+        typer.echo(f"autonote: {exc}", err=True)
+        raise typer.Exit(2) from None
     settings = settings_or_exit()
 
     async def run() -> None:

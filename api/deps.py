@@ -45,6 +45,11 @@ ContainerDep = Annotated[Container, Depends(get_container)]
 # Declared for the OpenAPI document (the "Authorize" button); validation is ours, so that
 # missing and malformed headers both get our 401 body.
 _bearer = HTTPBearer(auto_error=False, description="API key: `Authorization: Bearer <key>`")
+_admin_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="AdminToken",
+    description="Admin routes: `Authorization: Bearer <AUTONOTE_ADMIN_TOKEN>`",
+)
 
 
 async def current_user(
@@ -53,18 +58,34 @@ async def current_user(
     _creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> User:
     """The user whose API key is in the Authorization header (401 otherwise, 429 if over
-    the per-key rate limit)."""
+    the per-key rate limit). Then the query string is checked (`reject_unknown_query_params`):
+    who is asking comes before what is asked."""
     user = await container.users.authenticate(request.headers.get("authorization"))
     request.state.user_id = str(user.id)
+    reject_unknown_query_params(request)
     return user
 
 
 CurrentUser = Annotated[User, Depends(current_user)]
 
 
-async def reject_unknown_query_params(request: Request) -> None:
+async def require_admin(
+    request: Request,
+    container: ContainerDep,
+    _creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_admin_bearer)],
+) -> None:
+    """Admin routes: `Authorization: Bearer <AUTONOTE_ADMIN_TOKEN>` (403 when the admin API
+    is disabled, 401 for a wrong token, 429 once a client has sent too many wrong ones).
+    A route dependency, so it runs before the body is validated."""
+    client = request.client.host if request.client else ""
+    container.users.check_admin(request.headers.get("authorization"), client=client)
+    reject_unknown_query_params(request)
+
+
+def reject_unknown_query_params(request: Request) -> None:
     """422 for query parameters the route does not define: a typo such as `?tags=x` for
-    `?tag=x` must not silently widen a listing or a search."""
+    `?tag=x` must not silently widen a listing or a search. Called once the caller is
+    authenticated (every `/v1` route); the probes and `/metrics` ignore query strings."""
     from api.errors import ValidationFailed
 
     dependant = getattr(request.scope.get("route"), "dependant", None)

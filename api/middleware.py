@@ -17,6 +17,14 @@ from api.observability import http_request_duration, tracer
 
 log = structlog.get_logger("api.http")
 
+# Metric and span labels take the method only from this set, as OpenTelemetry's HTTP
+# conventions say: anything else is "_OTHER", so requests with made-up methods (answered
+# 405 without authentication) cannot fill the histogram's series limit and push real
+# routes into the overflow series.
+_KNOWN_METHODS = frozenset(
+    {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"}
+)
+
 
 class RequestContextMiddleware:
     """Binds `request_id` to every log line of the request, opens a server span, logs
@@ -49,6 +57,8 @@ class RequestContextMiddleware:
             await send(message)
 
         method, path = scope["method"], scope["path"]
+        if method not in _KNOWN_METHODS:
+            method = "_OTHER"
         with tracer.start_as_current_span(
             f"HTTP {method}",
             kind=trace.SpanKind.SERVER,

@@ -73,7 +73,7 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI `responses` entries for the given error statuses."""
     described = {
         400: "Malformed request (invalid id, JSON, cursor or header)",
-        401: "Missing, malformed, unknown or revoked API key",
+        401: "Missing, malformed, unknown or revoked API key (admin routes: wrong admin token)",
         403: "Forbidden (admin API disabled)",
         404: "Not found (another user's note is reported as not found)",
         409: "The note's status kept changing under concurrent requests; retry",
@@ -81,11 +81,12 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         413: "Body or note content over the configured limit",
         415: "A JSON body sent as another media type (Content-Type)",
         422: "Validation error",
-        429: "Rate limited; see Retry-After",
+        429: "Rate limited (per API key; admin routes: per client, after wrong tokens); "
+        "see Retry-After",
         503: "Database unavailable; retry after Retry-After",
     }
     return {s: {"model": ErrorBody, "description": described[s]} for s in statuses}
 
 
 AUTHED = (400, 401, 413, 415, 422, 429, 503)
-ADMIN = (400, 401, 403, 413, 415, 422, 503)
+ADMIN = (400, 401, 403, 413, 415, 422, 429, 503)

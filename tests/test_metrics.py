@@ -49,3 +49,25 @@ async def test_metrics_token(make_settings: Any) -> None:
         assert (await api.client.get("/metrics")).status_code == 401
         ok = await api.client.get("/metrics", headers={"Authorization": "Bearer s3cret"})
         assert ok.status_code == 200
+
+
+async def test_made_up_methods_share_one_label(api: Api) -> None:
+    """Requests with invented methods (405, no key needed) are labelled `_OTHER`: each
+    distinct label is a series, and past the SDK's limit (2 000) real routes' series were
+    lumped into the overflow series (found by review: 2 100 requests did it)."""
+    for i in range(50):
+        assert (await api.client.request(f"JUNK{i:03d}", "/healthz")).status_code == 405
+    text = (await api.client.get("/metrics")).text
+    assert "JUNK" not in text
+    assert 'http_request_method="_OTHER"' in text
+
+
+async def test_metrics_token_answers_like_every_route(make_settings: Any) -> None:
+    async with running_app(make_settings(autonote_metrics_token="s3cret")) as api:
+        for auth in ("Bearer nope", "s3cret", "Basic s3cret", ""):
+            r = await api.client.get("/metrics", headers={"Authorization": auth} if auth else {})
+            assert r.status_code == 401, auth
+            assert r.json()["error"] == "unauthorized" and r.headers["www-authenticate"] == "Bearer"
+        for auth in ("Bearer s3cret", "bearer s3cret", "BEARER  s3cret"):
+            r = await api.client.get("/metrics", headers={"Authorization": auth})
+            assert r.status_code == 200, auth

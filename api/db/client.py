@@ -105,7 +105,12 @@ NOTE_CHUNKS_INDEXES = [
     ),
 ]
 
-USERS_INDEXES = [IndexModel([("created_at", ASCENDING)], name="created_at")]
+USERS_INDEXES = [
+    IndexModel([("created_at", ASCENDING)], name="created_at"),
+    # Only the user created on an empty database has the field: two processes starting
+    # on it together create one.
+    IndexModel([("default_user", ASCENDING)], name="default_user_unique", unique=True, sparse=True),
+]
 API_KEYS_INDEXES = [
     IndexModel([("key_hash", ASCENDING)], name="key_hash_unique", unique=True),
     IndexModel([("user_id", ASCENDING)], name="user_id"),

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 
 from bson import ObjectId
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from api.schemas import TEXT_PATTERN, utf8_clean
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,11 +21,32 @@ class User:
     key_id: ObjectId | None = None
 
 
+USER_NAME_MAX = 100
+_NAME = re.compile(TEXT_PATTERN)
+
+
+def clean_user_name(value: str) -> str:
+    """A user's display name as stored: trimmed, one line with a visible character, no
+    control characters (the rule of note titles), at most USER_NAME_MAX characters.
+    ValueError otherwise. The API's schema and `autonote users create` both apply it."""
+    value = utf8_clean(value, "name").strip()
+    if not value or not _NAME.match(value):
+        raise ValueError("name must be one line with a visible character, no control characters")
+    if len(value) > USER_NAME_MAX:
+        raise ValueError(f"name must be at most {USER_NAME_MAX} characters")
+    return value
+
+
 class UserCreate(BaseModel):
-    """Body of `POST /v1/admin/users`."""
+    """Body of `POST /v1/admin/users`. The name is trimmed."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"name": "alice"}]})
-    name: str = Field(min_length=1, max_length=100, pattern=r"^[^\x00-\x1f]+$")
+    name: str = Field(min_length=1, max_length=USER_NAME_MAX, pattern=TEXT_PATTERN)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return clean_user_name(v)
 
 
 class ApiKeyOut(BaseModel):

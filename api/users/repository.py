@@ -19,9 +19,18 @@ class UsersRepository:
     async def count_users(self) -> int:
         return await self._users.count_documents({}, limit=1)
 
-    async def insert_user(self, name: str, now: datetime) -> ObjectId:
-        result = await self._users.insert_one({"name": name, "created_at": now})
+    async def insert_user(self, name: str, now: datetime, *, default: bool = False) -> ObjectId:
+        """Insert a user. `default=True` marks the one created on an empty database: a
+        unique index on the mark lets only one process create it (DuplicateKeyError)."""
+        doc: dict[str, Any] = {"name": name, "created_at": now}
+        if default:
+            doc["default_user"] = True
+        result = await self._users.insert_one(doc)
         return result.inserted_id
+
+    async def delete_user(self, user_id: ObjectId) -> None:
+        """Undo `insert_user` (its key could not be stored); the user has no keys."""
+        await self._users.delete_one({"_id": user_id})
 
     async def get_user(self, user_id: ObjectId) -> dict[str, Any] | None:
         return await self._users.find_one({"_id": user_id})

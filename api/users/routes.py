@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Request, Response, status
+from fastapi import APIRouter, Depends, Path, Response, status
 
-from api.deps import ContainerDep, CurrentUser
+from api.deps import ContainerDep, CurrentUser, require_admin
 from api.errors import BadRequest
 from api.notes.routes import OBJECT_ID_PATTERN
 from api.schemas import ADMIN, AUTHED, errors
@@ -14,12 +14,6 @@ from api.users.models import ApiKeyOut, Me, UserCreate, UserCreated
 from api.users.service import parse_object_id
 
 router = APIRouter(tags=["users"])
-
-
-def _admin(request: Request, container: ContainerDep) -> None:
-    header = request.headers.get("authorization") or ""
-    scheme, _, token = header.partition(" ")
-    container.users.check_admin(token.strip() if scheme.lower() == "bearer" else None)
 
 
 def _oid(value: str, what: str):
@@ -34,11 +28,11 @@ def _oid(value: str, what: str):
     status_code=status.HTTP_201_CREATED,
     response_model=UserCreated,
     responses=errors(*ADMIN),
+    dependencies=[Depends(require_admin)],
 )
-async def create_user(body: UserCreate, request: Request, container: ContainerDep) -> UserCreated:
+async def create_user(body: UserCreate, container: ContainerDep) -> UserCreated:
     """Create a user and return its first API key. The key is shown only here; it is stored
     as a SHA-256 hash. Needs `Authorization: Bearer <AUTONOTE_ADMIN_TOKEN>`."""
-    _admin(request, container)
     return await container.users.create_user(body.name)
 
 
@@ -47,14 +41,13 @@ async def create_user(body: UserCreate, request: Request, container: ContainerDe
     status_code=status.HTTP_201_CREATED,
     response_model=ApiKeyOut,
     responses=errors(404, *ADMIN),
+    dependencies=[Depends(require_admin)],
 )
 async def issue_key(
     user_id: Annotated[str, Path(pattern=OBJECT_ID_PATTERN)],
-    request: Request,
     container: ContainerDep,
 ) -> ApiKeyOut:
     """Issue an additional API key for a user (for rotation)."""
-    _admin(request, container)
     return await container.users.issue_key(_oid(user_id, "user id"))
 
 
@@ -62,14 +55,13 @@ async def issue_key(
     "/v1/admin/keys/{key_id}",
     status_code=status.HTTP_204_NO_CONTENT,
     responses=errors(404, *ADMIN),
+    dependencies=[Depends(require_admin)],
 )
 async def revoke_key(
     key_id: Annotated[str, Path(pattern=OBJECT_ID_PATTERN)],
-    request: Request,
     container: ContainerDep,
 ) -> Response:
     """Revoke an API key; requests with it get 401 from now on."""
-    _admin(request, container)
     await container.users.revoke_key(_oid(key_id, "key id"))
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 

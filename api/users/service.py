@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import math
@@ -16,9 +17,10 @@ from pathlib import Path
 import structlog
 from bson import ObjectId
 from bson.errors import InvalidId
+from pymongo.errors import DuplicateKeyError
 
-from api.errors import Forbidden, NotFound, RateLimited, Unauthorized
-from api.users.models import ApiKeyOut, User, UserCreated
+from api.errors import Forbidden, NotFound, RateLimited, Unauthorized, ValidationFailed
+from api.users.models import ApiKeyOut, User, UserCreated, clean_user_name
 from api.users.repository import UsersRepository
 
 log = structlog.get_logger(__name__)
@@ -62,13 +64,30 @@ class TokenBucket:
         self._state[key] = (tokens - 1.0, now)
         return None
 
+    def empty(self, key: str) -> int | None:
+        """Seconds until `key` has a token again, None when it has one (nothing consumed)."""
+        if self.rate_per_minute <= 0 or key not in self._state:
+            return None
+        refill = self.rate_per_minute / 60.0
+        tokens, last = self._state[key]
+        tokens = min(float(self.rate_per_minute), tokens + (self.clock() - last) * refill)
+        return None if tokens >= 1.0 else max(1, math.ceil((1.0 - tokens) / refill))
+
 
 def _write_secret(path: Path, secret: str) -> Path:
-    """Write `secret` to `path` readable by the owner only."""
+    """Write `secret` to `path` readable by the owner only. A new file (mode 0600 from the
+    start) replaces the old one: opening an existing file keeps its mode, and would
+    follow a symlink planted in its place."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(secret + "\n")
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(secret + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 
@@ -81,18 +100,44 @@ class UsersService:
         self._repo = repo
         self._admin_token = admin_token
         self._limiter = TokenBucket(rate_per_minute)
+        # Wrong admin tokens, per client address: the token is chosen by an operator and
+        # may be guessable, and no API key (hence no per-key limit) is involved.
+        self._admin_failures = TokenBucket(rate_per_minute)
 
-    def check_admin(self, token: str | None) -> None:
-        """Admin routes need AUTONOTE_ADMIN_TOKEN; without it configured they are disabled."""
+    def check_admin(self, authorization: str | None, *, client: str = "") -> None:
+        """Admin routes need `Bearer <AUTONOTE_ADMIN_TOKEN>`; without it configured they are
+        disabled (403). A client that sent more wrong tokens than the per-minute rate gets
+        429 for every admin request, the right token included, until its budget refills:
+        otherwise guessing at full speed would still find the token."""
         if not self._admin_token:
             raise Forbidden("admin API disabled: set AUTONOTE_ADMIN_TOKEN to enable it")
-        if token is None or not hmac.compare_digest(token.encode(), self._admin_token.encode()):
+        wait = self._admin_failures.empty(client)
+        if wait is not None:
+            raise RateLimited(wait)
+        scheme, _, token = (authorization or "").partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            token.encode(), self._admin_token.encode()
+        ):
+            self._admin_failures.take(client)
             raise Unauthorized("invalid admin token")
 
-    async def create_user(self, name: str) -> UserCreated:
+    async def create_user(self, name: str, *, default: bool = False) -> UserCreated:
+        """Create a user and its first key. If the key cannot be stored the user is removed
+        again, so a failed request leaves no user that no key can reach (and a retry does
+        not make a second one)."""
+        try:
+            name = clean_user_name(name)
+        except ValueError as exc:
+            raise ValidationFailed(str(exc)) from None
         now = datetime.now(UTC)
-        user_id = await self._repo.insert_user(name, now)
-        key = await self.issue_key(user_id, now=now)
+        user_id = await self._repo.insert_user(name, now, default=default)
+        try:
+            key = await self.issue_key(user_id, now=now)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await self._repo.delete_user(user_id)
+            raise
         log.info("user.created", user_id=str(user_id), key_id=key.key_id)
         return UserCreated(name=name, **key.model_dump())
 
@@ -135,7 +180,10 @@ class UsersService:
         """
         if await self._repo.count_users() > 0:
             return None
-        created = await self.create_user("default")
+        try:
+            created = await self.create_user("default", default=True)
+        except DuplicateKeyError:  # another process, starting at the same time, made it
+            return None
         key_file = _write_secret(data_dir / "api_key", created.api_key)
         log.info("user.default_created", user_id=created.user_id, key_file=str(key_file))
         return created.api_key
