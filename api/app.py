@@ -19,7 +19,7 @@ from api.chat.routes import router as chat_router
 from api.chat.service import ChatService
 from api.config import Settings, load_settings
 from api.db.client import create_client, ensure_indexes
-from api.db.embedded import EmbeddedMongo
+from api.db.embedded import embedded_server
 from api.deps import Container, ContainerDep
 from api.error_handlers import install_error_handlers
 from api.errors import DatabaseUnavailable, Unauthorized
@@ -53,11 +53,11 @@ from api.users.service import UsersService
 log = structlog.get_logger(__name__)
 
 
-def _banner(key: str, key_file: str) -> None:
+def _banner(key: str, key_file: str, base_url: str) -> None:
     print(
         "\n" + "=" * 72 + "\nAutonote created a default user. Its API key (shown once, also saved"
         f" in {key_file}):\n\n    {key}\n\nTry:  curl -H 'Authorization: Bearer {key}' "
-        "http://127.0.0.1:8000/v1/notes\n" + "=" * 72 + "\n",
+        f"{base_url}/v1/notes\n" + "=" * 72 + "\n",
         flush=True,
     )
 
@@ -96,9 +96,10 @@ def build_lifespan(settings: Settings):
             embedded = None
             url = settings.mongodb_url
             if url is None:
-                embedded = EmbeddedMongo(settings.autonote_data_dir)
-                url = embedded.start()
-                stack.callback(embedded.stop)
+                embedded = await stack.enter_async_context(
+                    embedded_server(settings.autonote_data_dir)
+                )
+                url = embedded.url
             client = create_client(url, timeout_ms=settings.mongodb_timeout_ms)
             stack.push_async_callback(client.close)
             db = client[settings.mongodb_db]
@@ -178,7 +179,7 @@ def build_lifespan(settings: Settings):
             if settings.autonote_create_default_user:
                 key = await users.ensure_default_user(settings.autonote_data_dir)
                 if key:
-                    _banner(key, str(settings.autonote_data_dir / "api_key"))
+                    _banner(key, str(settings.autonote_data_dir / "api_key"), settings.base_url)
             log.info(
                 "app.started",
                 database=settings.mongodb_db,

@@ -29,30 +29,44 @@ app.add_typer(eval_app, name="eval")
 
 
 def settings_or_exit() -> Settings:
-    """Load settings; on an invalid value print which variable is wrong and exit 2."""
+    """Load settings; on an invalid value print which variable is wrong and exit 2. Logs
+    then go to stderr as configured, never to stdout, which carries the commands' output
+    (`KEY=$(autonote users create bob)`, `autonote check --json`)."""
+    from api.logging import configure_logging
+
     try:
-        return load_settings()
+        settings = load_settings()
     except SettingsError as exc:
         typer.echo(f"autonote: {exc}", err=True)
         raise typer.Exit(2) from None
+    configure_logging(settings.log_level, settings.log_json)
+    return settings
 
 
 @app.command("serve")
 def serve(
     host: Annotated[str | None, typer.Option(help="Bind address (AUTONOTE_HOST)")] = None,
-    port: Annotated[int | None, typer.Option(help="Port (AUTONOTE_PORT)")] = None,
+    port: Annotated[int | None, typer.Option(min=1, max=65535, help="Port (AUTONOTE_PORT)")] = None,
 ) -> None:
     """Serve the REST API. With no MONGODB_URL it starts the embedded database in
     AUTONOTE_DATA_DIR; with no OPENAI_API_KEY it embeds with the local ONNX model."""
+    import os
+
     import uvicorn
 
+    # The app loads its settings itself: the flags reach it (and its messages) as the
+    # variables they stand for, validated like them.
+    if host is not None:
+        os.environ["AUTONOTE_HOST"] = host
+    if port is not None:
+        os.environ["AUTONOTE_PORT"] = str(port)
     settings = settings_or_exit()
     uvicorn.run(
         "api.app:create_app",
         factory=True,
         log_config=None,
-        host=host or settings.autonote_host,
-        port=port or settings.autonote_port,
+        host=settings.autonote_host,
+        port=settings.autonote_port,
         timeout_graceful_shutdown=20,
     )
 
@@ -74,10 +88,11 @@ def worker(
 ) -> None:
     """Run indexing workers only (no HTTP). Start as many processes as you like: they
     share the queue through leases. Uses the same settings as `serve`."""
-    from api.logging import configure_logging
-
     settings = settings_or_exit()
-    configure_logging(settings.log_level, settings.log_json)
+    if not settings.chunking_enabled:
+        # The API leaves notes `disabled` then; a worker must not index them behind its back.
+        typer.echo("autonote worker: chunking is disabled (CHUNKING_ENABLED=false)", err=True)
+        raise typer.Exit(2)
     asyncio.run(_run_worker(settings, concurrency))
 
 
@@ -113,7 +128,7 @@ async def _run_worker(settings: Settings, concurrency: int) -> None:
 @indexes_app.command("create")
 def indexes_create(
     wait: Annotated[bool, typer.Option(help="Wait until the indexes are queryable")] = True,
-    timeout: Annotated[float, typer.Option(help="Seconds to wait")] = 600,
+    timeout: Annotated[float, typer.Option(min=1, help="Seconds to wait")] = 600,
 ) -> None:
     """Create or update the Atlas Vector Search and Atlas Search indexes on note_chunks
     (definitions in atlas_indexes/, numDimensions from the configured embedding model)."""
@@ -125,7 +140,10 @@ def indexes_create(
 @app.command("import")
 def import_files(
     paths: Annotated[list[Path], typer.Argument(help="Files or folders (e.g. an Obsidian vault)")],
-    url: Annotated[str, typer.Option(help="Autonote server")] = "http://127.0.0.1:8000",
+    url: Annotated[
+        str | None,
+        typer.Option(help="Autonote server (default: AUTONOTE_HOST and AUTONOTE_PORT)"),
+    ] = None,
     api_key: Annotated[
         str | None,
         typer.Option(
@@ -160,7 +178,7 @@ def import_files(
         typer.echo(f"skipped      {path} (unsupported type)")
     imported = failed = 0
     headers = {"Authorization": f"Bearer {key}"}
-    with httpx.Client(base_url=url, headers=headers, timeout=300) as client:
+    with httpx.Client(base_url=url or settings.base_url, headers=headers, timeout=300) as client:
         for start in range(0, len(files), batch):
             group = files[start : start + batch]
             upload = [("files", (str(p), p.read_bytes())) for p in group]
@@ -212,27 +230,25 @@ def users_create(name: Annotated[str, typer.Argument(help="Display name of the u
 
 def database(settings: Settings):
     """Connect (starting/attaching the embedded server if MONGODB_URL is unset)."""
-    from contextlib import asynccontextmanager
+    from contextlib import AsyncExitStack, asynccontextmanager
 
     from api.db.client import create_client, ensure_indexes
-    from api.db.embedded import EmbeddedMongo
+    from api.db.embedded import embedded_server
 
     @asynccontextmanager
     async def ctx():
-        embedded = None
-        url = settings.mongodb_url
-        if url is None:
-            embedded = EmbeddedMongo(settings.autonote_data_dir)
-            url = embedded.start()
-        client = create_client(url, timeout_ms=settings.mongodb_timeout_ms)
-        try:
+        async with AsyncExitStack() as stack:
+            url = settings.mongodb_url
+            if url is None:
+                embedded = await stack.enter_async_context(
+                    embedded_server(settings.autonote_data_dir)
+                )
+                url = embedded.url
+            client = create_client(url, timeout_ms=settings.mongodb_timeout_ms)
+            stack.push_async_callback(client.close)
             db = client[settings.mongodb_db]
             await ensure_indexes(db, cache_ttl_days=settings.autonote_embedding_cache_days)
             yield db
-        finally:
-            await client.close()
-            if embedded is not None:
-                embedded.stop()
 
     return ctx()
 

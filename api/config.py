@@ -8,9 +8,10 @@ deployments keep working. An invalid value fails fast with a message naming the 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ChunkingStrategy = Literal["hierarchical_markdown", "fixed_tokens", "whole_note"]
@@ -21,6 +22,10 @@ DEFAULT_MAX_TOKENS: dict[str, int] = {
     "fixed_tokens": 512,
     "whole_note": 300,
 }
+# What the local provider serves (connectors.embeddings.local; a test keeps them equal),
+# checked here so a conflicting EMBEDDING_MODEL/DIMENSIONS fails at start-up.
+LOCAL_EMBEDDING_MODEL = "all-MiniLM-L6-v2-onnx-int8"
+LOCAL_EMBEDDING_DIMENSIONS = 384
 
 
 class Settings(BaseSettings):
@@ -65,7 +70,7 @@ class Settings(BaseSettings):
     # Server, auth, limits.
     autonote_admin_token: SecretStr | None = None
     autonote_data_dir: Path = Path(".autonote")
-    autonote_host: str = "127.0.0.1"
+    autonote_host: str = Field("127.0.0.1", min_length=1, pattern=r"^\S+$")
     autonote_port: int = Field(8000, ge=1, le=65535)
     autonote_max_note_bytes: int = Field(2_000_000, ge=1_000, le=64_000_000)
     autonote_max_request_bytes: int = Field(8_000_000, ge=10_000, le=512_000_000)
@@ -103,6 +108,48 @@ class Settings(BaseSettings):
             return self.chunking_max_tokens
         return DEFAULT_MAX_TOKENS[self.chunking_strategy]
 
+    @field_validator(
+        "mongodb_url",
+        "openai_api_key",
+        "openai_base_url",
+        "embedding_model",
+        "chat_model",
+        "autonote_admin_token",
+        "autonote_metrics_token",
+        mode="before",
+    )
+    @classmethod
+    def _blank_is_unset(cls, value: Any) -> Any:
+        """`OPENAI_API_KEY=` (as a `.env` template leaves it) means unset, not a key."""
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("autonote_data_dir", mode="before")
+    @classmethod
+    def _data_dir_not_blank(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError(
+                "must not be empty (it would put the database in the current directory)"
+            )
+        return value
+
+    @field_validator("openai_base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            parts = urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(
+                    f"must be an http(s) URL such as https://api.openai.com/v1, not {value!r}"
+                )
+        return value
+
+    @field_validator("mongodb_url")
+    @classmethod
+    def _connection_string(cls, value: str | None) -> str | None:
+        if value is not None:
+            check_mongodb_url(value)
+        return value
+
     @model_validator(mode="after")
     def _check_combinations(self) -> Settings:
         max_tokens = self.chunk_max_tokens
@@ -124,11 +171,34 @@ class Settings(BaseSettings):
             raise ValueError(
                 "CHAT_MODEL needs OPENAI_API_KEY (or OPENAI_BASE_URL for a local server)"
             )
-        if self.mongodb_url is not None and not self.mongodb_url.startswith(
-            ("mongodb://", "mongodb+srv://")
-        ):
-            raise ValueError("MONGODB_URL must start with mongodb:// or mongodb+srv://")
+        if self.autonote_index_backoff_base_s > self.autonote_index_backoff_max_s:
+            raise ValueError(
+                "AUTONOTE_INDEX_BACKOFF_BASE_S must not exceed AUTONOTE_INDEX_BACKOFF_MAX_S "
+                f"({self.autonote_index_backoff_base_s} > {self.autonote_index_backoff_max_s})"
+            )
+        if self.resolved_embedding_provider == "local":
+            if self.embedding_model not in (None, LOCAL_EMBEDDING_MODEL):
+                raise ValueError(
+                    f"EMBEDDING_MODEL={self.embedding_model!r} is not available locally; the "
+                    f"local provider serves {LOCAL_EMBEDDING_MODEL!r} (set OPENAI_API_KEY "
+                    "for OpenAI models)"
+                )
+            if self.embedding_dimensions not in (None, LOCAL_EMBEDDING_DIMENSIONS):
+                raise ValueError(
+                    f"EMBEDDING_DIMENSIONS={self.embedding_dimensions}: the local model has "
+                    f"{LOCAL_EMBEDDING_DIMENSIONS} dimensions"
+                )
         return self
+
+    @property
+    def base_url(self) -> str:
+        """Where `serve` listens, as clients on this machine reach it."""
+        host = self.autonote_host
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        elif ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.autonote_port}"
 
     @property
     def resolved_embedding_provider(self) -> Literal["openai", "local"]:
@@ -144,6 +214,26 @@ class Settings(BaseSettings):
 
 class SettingsError(Exception):
     """Invalid configuration; the message names each offending environment variable."""
+
+
+def check_mongodb_url(url: str) -> None:
+    """ValueError unless `url` is a MongoDB connection string the driver can use, checked
+    without connecting (and, for mongodb+srv://, without the DNS lookup)."""
+    from pymongo.errors import PyMongoError
+    from pymongo.uri_parser import parse_uri
+
+    if url.startswith("mongodb+srv://"):
+        rest = url.removeprefix("mongodb+srv://")
+        host = rest.split("/", 1)[0].split("?", 1)[0].rpartition("@")[2]
+        if not host or ":" in host or "," in host:
+            raise ValueError("MONGODB_URL: mongodb+srv:// needs exactly one host name, no port")
+        return
+    if not url.startswith("mongodb://"):
+        raise ValueError("MONGODB_URL must start with mongodb:// or mongodb+srv://")
+    try:
+        parse_uri(url)
+    except (PyMongoError, ValueError) as exc:
+        raise ValueError(f"MONGODB_URL is not a valid connection string: {exc}") from None
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -9,6 +9,17 @@ import sys
 import structlog
 
 
+class _Stderr:
+    """Whatever `sys.stderr` is when a line is written: test runners (and the CLI's test
+    runner) swap it, and a logger holding an old one would write to a closed stream."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure_logging(level: str = "INFO", json: bool | None = None) -> None:
     """Configure structlog and route stdlib logging (uvicorn, pymongo) through it."""
     use_json = (not sys.stderr.isatty()) if json is None else json
@@ -23,14 +34,14 @@ def configure_logging(level: str = "INFO", json: bool | None = None) -> None:
     structlog.configure(
         processors=[*shared, structlog.processors.format_exc_info, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=shared,
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
     )
-    handler = logging.StreamHandler(sys.stderr)
+    handler = logging.StreamHandler(_Stderr())  # type: ignore[arg-type]
     handler.setFormatter(formatter)
     root = logging.getLogger()
     root.handlers[:] = [handler]

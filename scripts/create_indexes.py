@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -166,7 +167,7 @@ async def run(wait: bool = True, timeout_s: float = 600) -> int:
         try:
             await apply(db.note_chunks, specs, wait=wait, timeout_s=timeout_s)
         except SearchUnsupported as exc:
-            print(f"autonote: {exc}")
+            print(f"autonote: {exc}", file=sys.stderr)
             return 2
     return 0
 
@@ -178,6 +179,8 @@ def main() -> None:
     parser.add_argument("--no-wait", action="store_true", help="return without waiting")
     parser.add_argument("--timeout", type=float, default=600, help="seconds to wait (600)")
     args = parser.parse_args()
+    if args.timeout <= 0:
+        parser.error("--timeout must be positive")
     raise SystemExit(asyncio.run(run(wait=not args.no_wait, timeout_s=args.timeout)))
 
 

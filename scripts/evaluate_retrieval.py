@@ -52,10 +52,18 @@ async def evaluate_dataset(
 
 def evaluate_command(
     notes: Annotated[
-        Path, typer.Option(help="notes.jsonl (see benchmarks/data/retrieval/README.md)")
+        Path,
+        typer.Option(
+            exists=True,
+            dir_okay=False,
+            help="notes.jsonl (see benchmarks/data/retrieval/README.md)",
+        ),
     ] = EXAMPLE_DIR / "notes.jsonl",
     questions: Annotated[
-        Path, typer.Option(help="questions.jsonl with gold sections or spans")
+        Path,
+        typer.Option(
+            exists=True, dir_okay=False, help="questions.jsonl with gold sections or spans"
+        ),
     ] = EXAMPLE_DIR / "questions.jsonl",
     mode: Annotated[
         list[str] | None, typer.Option(help="hybrid | vector | keyword (repeatable; default all)")

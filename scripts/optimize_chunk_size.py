@@ -29,11 +29,11 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 import typer
 
-from api.config import Settings
+from api.config import ChunkingStrategy, Settings
 from api.evaluation.dataset import Dataset, load_dataset
 from api.evaluation.harness import (
     SearchConfig,
@@ -174,10 +174,18 @@ def optimize_command(
         ),
     ] = None,
     notes: Annotated[
-        Path, typer.Option(help="notes.jsonl (see benchmarks/data/retrieval/README.md)")
+        Path,
+        typer.Option(
+            exists=True,
+            dir_okay=False,
+            help="notes.jsonl (see benchmarks/data/retrieval/README.md)",
+        ),
     ] = EXAMPLE_DIR / "notes.jsonl",
     questions: Annotated[
-        Path, typer.Option(help="questions.jsonl with gold sections or spans")
+        Path,
+        typer.Option(
+            exists=True, dir_okay=False, help="questions.jsonl with gold sections or spans"
+        ),
     ] = EXAMPLE_DIR / "questions.jsonl",
     mode: Annotated[str, typer.Option(help="hybrid | vector | keyword")] = "hybrid",
     strategy: Annotated[
@@ -212,9 +220,16 @@ def optimize_command(
 
     if mode not in ("hybrid", "vector", "keyword"):
         raise typer.BadParameter("mode must be hybrid, vector or keyword")
+    if strategy not in get_args(ChunkingStrategy):
+        raise typer.BadParameter(
+            f"--strategy must be one of {', '.join(get_args(ChunkingStrategy))}, not {strategy!r}"
+        )
+    chosen = list(sizes or DEFAULT_SIZES)
+    out_of_range = [s for s in chosen if not 16 <= s <= 8191]
+    if out_of_range:
+        raise typer.BadParameter(f"sizes must be from 16 to 8191 tokens: {out_of_range}")
     configure_logging("WARNING")
     dataset = load_dataset(notes, questions)
-    chosen = list(sizes or DEFAULT_SIZES)
     typer.echo(
         f"{len(dataset.notes)} notes, {len(dataset.questions)} questions; "
         f"sizes {chosen}; mode {mode}; strategy {strategy}"

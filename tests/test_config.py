@@ -39,6 +39,19 @@ def test_defaults_and_environment_names(monkeypatch: pytest.MonkeyPatch) -> None
         ({"CHUNKING_MIN_TOKENS": "400"}, "CHUNKING_MIN_TOKENS"),
         ({"CHUNKING_TARGET_TOKENS": "400"}, "CHUNKING_TARGET_TOKENS"),
         ({"CHUNKING_TARGET_TOKENS": "0"}, "CHUNKING_TARGET_TOKENS"),
+        # Accepted once, then failing at request time or at the first connection:
+        ({"MONGODB_URL": "mongodb://db.example:27O17"}, "MONGODB_URL"),
+        ({"MONGODB_URL": "mongodb://"}, "MONGODB_URL"),
+        ({"MONGODB_URL": "mongodb+srv://a.example:27017"}, "MONGODB_URL"),
+        ({"OPENAI_API_KEY": "sk-x", "OPENAI_BASE_URL": "notaurl"}, "OPENAI_BASE_URL"),
+        ({"AUTONOTE_HOST": ""}, "AUTONOTE_HOST"),
+        ({"AUTONOTE_DATA_DIR": " "}, "AUTONOTE_DATA_DIR"),
+        (
+            {"AUTONOTE_INDEX_BACKOFF_BASE_S": "1000", "AUTONOTE_INDEX_BACKOFF_MAX_S": "10"},
+            "AUTONOTE_INDEX_BACKOFF_BASE_S",
+        ),
+        ({"EMBEDDING_MODEL": "text-embedding-3-large"}, "EMBEDDING_MODEL"),
+        ({"EMBEDDING_DIMENSIONS": "1536"}, "EMBEDDING_DIMENSIONS"),
     ],
 )
 def test_invalid_settings_name_the_variable(
@@ -130,3 +143,29 @@ def test_cli_fails_fast_on_invalid_settings() -> None:
     )
     assert proc.returncode == 2
     assert "CHUNKING_MAX_TOKENS" in proc.stderr
+
+
+def test_blank_values_mean_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`OPENAI_API_KEY=` as a `.env` template leaves it: not an OpenAI configuration (every
+    note would fail to embed and search would wait for a provider that cannot answer)."""
+    for var in ("OPENAI_API_KEY", "MONGODB_URL", "CHAT_MODEL", "AUTONOTE_ADMIN_TOKEN"):
+        monkeypatch.setenv(var, " ")
+    s = load_settings()
+    assert s.openai_api_key is None and s.resolved_embedding_provider == "local"
+    assert s.mongodb_url is None and s.chat_model is None and s.autonote_admin_token is None
+
+
+def test_valid_connection_strings_pass() -> None:
+    for url in (
+        "mongodb://u:p%40ss@127.0.0.1:27017/?directConnection=true",
+        "mongodb://a.example,b.example:27018/db?replicaSet=rs0",
+        "mongodb+srv://user:pw@cluster0.abcde.mongodb.net/?retryWrites=true&w=majority",
+    ):
+        assert load_settings(mongodb_url=url).mongodb_url == url
+
+
+def test_local_model_constants_are_the_connectors() -> None:
+    from api.config import LOCAL_EMBEDDING_DIMENSIONS, LOCAL_EMBEDDING_MODEL
+    from connectors.embeddings.local import DIMENSIONS, MODEL_ID
+
+    assert (LOCAL_EMBEDDING_MODEL, LOCAL_EMBEDDING_DIMENSIONS) == (MODEL_ID, DIMENSIONS)

@@ -11,14 +11,20 @@ if the owner is killed. That signal is SIGKILL, not SIGTERM: SecantusDB's SIGTER
 can deadlock (it sets a threading.Event from inside the main thread's own Event.wait, seen
 in a test run as a server alive minutes after its owner died), and with `--sync-on-commit`
 a SIGKILL loses no acknowledged write. An orderly stop still sends SIGTERM first (`stop`).
-Other local processes (`autonote worker`) attach to a running server found through
-`embedded.json` in the data directory instead of starting a second one.
+Other local processes (`autonote worker`, `migrate`, `check`) attach to a running server
+found through `embedded.json` in the data directory instead of starting a second one (a lock
+file makes "find or start" one step, so two processes starting together make one server).
+Whichever process started the server stops it when it exits; the others keep it up
+(`keep_up`): an attached process whose server went away starts it again on the same port,
+so its driver reconnects and its requests resume within a second or two.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
+import fcntl
 import json
 import os
 import shutil
@@ -27,6 +33,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import structlog
@@ -106,6 +114,7 @@ class EmbeddedMongo:
         self.port: int | None = port
         self._fixed_port = port
         self.process: subprocess.Popen[bytes] | None = None
+        self._stopped = False  # stop() was called: this process is done with the server
 
     @property
     def url(self) -> str:
@@ -134,6 +143,20 @@ class EmbeddedMongo:
             time.sleep(0.2)
         return None
 
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """One process at a time finds or starts the server of this data directory."""
+        with (self.data_dir / "embedded.lock").open("a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def exists(self) -> bool:
+        """Whether this data directory holds a database (or a server is running on it)."""
+        return self.storage.is_dir() or self.state_file.exists()
+
     def start(self) -> str:
         """Attach to a live server for this data dir, or start one; return its URL.
 
@@ -141,12 +164,60 @@ class EmbeddedMongo:
         signal is tied to the creating thread).
         """
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        running = self._running_instance()
-        if running is not None:
-            self.port = running[1]
-            log.info("embedded_db.attached", port=self.port, pid=running[0])
-            return self.url
-        self.port = self._fixed_port or _free_port()
+        with self._locked():
+            running = self._running_instance()
+            if running is not None:
+                self.port = running[1]
+                log.info("embedded_db.attached", port=self.port, pid=running[0])
+                return self.url
+            self.port = self._fixed_port or self._previous_port() or _free_port()
+            return self._spawn()
+
+    def _previous_port(self) -> int | None:
+        """The port of the server last run on this data directory, if it is free: processes
+        still attached to it reconnect to the new server without a restart."""
+        try:
+            port = int(json.loads(self.state_file.read_text())["port"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            # As the server binds: connections of the old one in TIME_WAIT do not matter.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                return None
+        return port
+
+    def _server_gone(self) -> bool:
+        """Whether the server this process uses is no more: its process has exited (ours)
+        or the one recorded in `embedded.json` is not running (another owner's). A live
+        server that is merely slow to answer is not gone."""
+        if self.process is not None:
+            return self.process.poll() is not None
+        try:
+            pid = int(json.loads(self.state_file.read_text())["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return True
+        return not _is_secantus(pid)
+
+    def restart_if_gone(self) -> bool:
+        """Start the server again on the same port when it is gone (its owner exited or it
+        crashed), so this process's clients reconnect; True when this process did."""
+        if self._stopped or self.port is None or not self._server_gone():
+            return False
+        with self._locked():
+            if not self._server_gone() or self._running_instance() is not None:
+                return False  # another process already started it again
+            if self.process is not None:
+                self.process = None
+            self._fixed_port = self.port
+            log.warning("embedded_db.restarting", port=self.port)
+            self._spawn()
+            return True
+
+    def _spawn(self) -> str:
+        assert self.port is not None
         args = [
             _server_binary(),
             "--storage-path",
@@ -189,7 +260,9 @@ class EmbeddedMongo:
         return self.url
 
     def stop(self, timeout_s: float = 20) -> None:
-        """Stop the server cleanly (SIGTERM, then SIGKILL after `timeout_s`) if we own it."""
+        """Stop the server cleanly (SIGTERM, then SIGKILL after `timeout_s`) if we own it.
+        Either way this process is done with it: `restart_if_gone` no longer restarts it."""
+        self._stopped = True
         proc, self.process = self.process, None
         if proc is None:
             return
@@ -201,8 +274,47 @@ class EmbeddedMongo:
                 log.warning("embedded_db.kill_after_timeout", pid=proc.pid)
                 proc.kill()
                 proc.wait()
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, ValueError):
             state = json.loads(self.state_file.read_text())
             if state.get("pid") == proc.pid:
-                self.state_file.unlink()
+                # No pid: nothing runs here now. The port stays, for the next start.
+                self.state_file.write_text(json.dumps({"pid": None, "port": self.port}))
         log.info("embedded_db.stopped", pid=proc.pid)
+
+
+async def keep_up(embedded: EmbeddedMongo, every_s: float = 1.0) -> None:
+    """While this process runs, restart the embedded server if it goes away (see module
+    docstring). The start runs on this thread (the event loop's, which lives as long as
+    the process), as the parent-death signal requires; it blocks the loop for the second
+    or two the server takes to start, while the database is unavailable anyway."""
+    while True:
+        await asyncio.sleep(every_s)
+        try:
+            embedded.restart_if_gone()
+        except Exception as exc:  # keep trying: the next round may succeed
+            log.warning("embedded_db.restart_failed", error=type(exc).__name__, detail=str(exc))
+
+
+@asynccontextmanager
+async def embedded_server(
+    data_dir: Path, *, must_exist: bool = False
+) -> AsyncIterator[EmbeddedMongo]:
+    """The embedded server for `data_dir` (attached or started; `.url`), kept up while
+    the block runs and stopped at its end if this process started it. `must_exist`: raise
+    FileNotFoundError rather than create a database where there is none (commands that
+    only read or fix one, so a mistyped AUTONOTE_DATA_DIR is not reported as healthy)."""
+    embedded = EmbeddedMongo(data_dir)
+    if must_exist and not embedded.exists():
+        raise FileNotFoundError(
+            f"no database in {embedded.data_dir.resolve()} (AUTONOTE_DATA_DIR); "
+            "start the API there first, or set MONGODB_URL"
+        )
+    embedded.start()
+    keeper = asyncio.create_task(keep_up(embedded), name="embedded-db-keeper")
+    try:
+        yield embedded
+    finally:
+        keeper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await keeper
+        embedded.stop()

@@ -68,6 +68,9 @@ async def run_check(
     except PyMongoError as exc:
         typer.echo(f"autonote check: database error: {type(exc).__name__}: {exc}", err=True)
         return 2
+    except FileNotFoundError as exc:  # no embedded database where AUTONOTE_DATA_DIR points
+        typer.echo(f"autonote check: {exc}", err=True)
+        return 2
     if json_output:
         out.write(json.dumps(report.to_dict(examples), default=str) + "\n")
     else:

@@ -137,10 +137,11 @@ def render(report: CheckReport, console: Any, examples: int = 3) -> None:
         )
     console.print(table)
     if not report.unique_index:
+        duplicates = any(s.kind == "duplicate_chunks" and s.notes for s in report.summaries(0))
+        when = " once the duplicates are gone (`--repair`)" if duplicates else ""
         console.print(
             "[yellow]warning:[/yellow] note_chunks has no unique (note_id, note_version, "
-            "chunk_index) index; start the API or `autonote migrate` once the duplicates "
-            "are gone to create it."
+            f"chunk_index) index; start the API or run `autonote migrate`{when} to create it."
         )
     if report.unsettled:
         console.print(

@@ -76,25 +76,25 @@ async def connect(settings: Settings, *, read_only: bool) -> AsyncIterator[Async
     import pymongo
 
     from api.db.client import create_client, ensure_indexes
-    from api.db.embedded import EmbeddedMongo
+    from api.db.embedded import embedded_server
 
-    embedded = None
-    url = settings.mongodb_url
-    if url is None:
-        embedded = EmbeddedMongo(settings.autonote_data_dir)
-        url = embedded.start()
-    client = create_client(url, timeout_ms=settings.mongodb_timeout_ms)
-    try:
+    async with AsyncExitStack() as stack:
+        url = settings.mongodb_url
+        if url is None:
+            # Never create an embedded database here: a mistyped AUTONOTE_DATA_DIR would
+            # be migrated or checked as an empty, healthy one.
+            embedded = await stack.enter_async_context(
+                embedded_server(settings.autonote_data_dir, must_exist=True)
+            )
+            url = embedded.url
+        client = create_client(url, timeout_ms=settings.mongodb_timeout_ms)
+        stack.push_async_callback(client.close)
         db = client[settings.mongodb_db]
         with pymongo.timeout(max(settings.mongodb_timeout_ms / 1000, 1.0)):
             await db.command("ping")
         if not read_only:
             await ensure_indexes(db, cache_ttl_days=settings.autonote_embedding_cache_days)
         yield db
-    finally:
-        await client.close()
-        if embedded is not None:
-            embedded.stop()
 
 
 def _reporter(options: MigrateOptions, console: Console, label: str) -> ProgressReporter:
@@ -146,6 +146,9 @@ async def execute(settings: Settings, options: MigrateOptions, *, stdout: Any = 
             typer.echo(f"autonote migrate: cannot use the database: {exc}", err=True)
             if isinstance(exc, DuplicateKeyError):
                 typer.echo(DUPLICATE_CHUNKS_HINT, err=True)
+            return 2
+        except FileNotFoundError as exc:  # no embedded database at AUTONOTE_DATA_DIR
+            typer.echo(f"autonote migrate: {exc}", err=True)
             return 2
         selection = _selection(options, chunker, embedder)
         reporter = _reporter(options, bar_console, "Dry run" if options.dry_run else "Indexing")

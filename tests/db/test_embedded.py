@@ -4,6 +4,7 @@ leftover server of a crashed owner is cleaned up."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -11,12 +12,15 @@ import subprocess
 import sys
 import textwrap
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
 from pymongo import MongoClient
+from pymongo.errors import PyMongoError
 
 from api.db.client import ensure_indexes
-from api.db.embedded import EmbeddedMongo, ping
+from api.db.embedded import EmbeddedMongo, embedded_server, ping
 
 
 def test_restart_keeps_data(tmp_path: Path) -> None:
@@ -25,10 +29,15 @@ def test_restart_keeps_data(tmp_path: Path) -> None:
     with MongoClient(url) as c:
         c.autonote.notes.insert_one({"title": "persisted"})
     server.stop()
-    assert not (tmp_path / "embedded.json").exists()
+    # Nothing runs there now; the port is kept for the next start (see below).
+    assert json.loads((tmp_path / "embedded.json").read_text()) == {
+        "pid": None,
+        "port": server.port,
+    }
     again = EmbeddedMongo(tmp_path)
     with MongoClient(again.start()) as c:
         assert c.autonote.notes.find_one({})["title"] == "persisted"
+    assert again.port == server.port and again.owner
     again.stop()
 
 
@@ -164,3 +173,53 @@ async def test_ensure_indexes_scopes_an_old_embedding_cache_by_author(
     finally:
         await client.drop_database(db_name)
         await client.close()
+
+
+async def test_an_attached_process_restarts_the_server_its_owner_stopped(tmp_path: Path) -> None:
+    """`autonote worker` started the server and `serve` attached; stopping the worker took
+    the API's database down for good (found by review). The attached process now starts it
+    again on the same port, and its client carries on."""
+    from api.db.client import create_client
+
+    owner = EmbeddedMongo(tmp_path)
+    owner.start()
+    async with embedded_server(tmp_path) as guest:
+        assert not guest.owner and guest.url == owner.url
+        client = create_client(guest.url, timeout_ms=3000)
+        try:
+            await client.autonote.notes.insert_one({"before": 1})
+            owner.stop()  # its process exits: the server with it
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 30
+            while True:  # the keeper checks every second
+                try:
+                    await client.autonote.notes.insert_one({"after": 1})
+                    break
+                except PyMongoError:
+                    assert loop.time() < deadline, "the attached process never restarted it"
+                    await asyncio.sleep(0.2)
+            assert guest.owner and guest.port == owner.port
+            assert await client.autonote.notes.count_documents({}) == 2  # nothing lost
+        finally:
+            await client.close()
+    assert not ping(owner.port)  # the new owner stopped it at the end of its block
+
+
+def test_processes_starting_together_share_one_server(tmp_path: Path) -> None:
+    servers = [EmbeddedMongo(tmp_path) for _ in range(3)]
+    with ThreadPoolExecutor(3) as pool:
+        urls = list(pool.map(lambda s: s.start(), servers))
+    try:
+        assert len(set(urls)) == 1 and sum(s.owner for s in servers) == 1
+    finally:
+        for s in sorted(servers, key=lambda s: s.owner):  # guests first
+            s.stop()
+
+
+async def test_commands_that_only_read_refuse_a_directory_without_a_database(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(FileNotFoundError, match="no database"):
+        async with embedded_server(tmp_path / "typo", must_exist=True):
+            pass
+    assert not (tmp_path / "typo").exists()

@@ -288,7 +288,7 @@ def kill_embedded_leftover(data_dir: Path) -> None:
     signal already did)."""
     from api.db.embedded import _is_secantus
 
-    with contextlib.suppress(OSError, ValueError, KeyError):
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         pid = int(json.loads((data_dir / "embedded.json").read_text())["pid"])
         if _is_secantus(pid):
             os.kill(pid, signal.SIGKILL)
