@@ -178,7 +178,8 @@ def import_files(
         typer.echo(f"skipped      {path} (unsupported type)")
     imported = failed = 0
     headers = {"Authorization": f"Bearer {key}"}
-    with httpx.Client(base_url=url or settings.base_url, headers=headers, timeout=300) as client:
+    url = url or settings.base_url
+    with httpx.Client(base_url=url, headers=headers, timeout=300) as client:
         for start in range(0, len(files), batch):
             group = files[start : start + batch]
             upload = [("files", (str(p), p.read_bytes())) for p in group]

@@ -7,6 +7,7 @@ deployments keep working. An invalid value fails fast with a message naming the 
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -31,8 +32,13 @@ LOCAL_EMBEDDING_DIMENSIONS = 384
 class Settings(BaseSettings):
     """Process configuration. Field names map to upper-case environment variables."""
 
+    # An empty variable (`OPENAI_API_KEY=` as a `.env` template leaves it) is unset.
     model_config = SettingsConfigDict(
-        env_file=".env", env_file_encoding="utf-8", extra="ignore", case_sensitive=False
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        case_sensitive=False,
+        env_ignore_empty=True,
     )
 
     # Database. Unset MONGODB_URL → the embedded SecantusDB server in AUTONOTE_DATA_DIR.
@@ -120,7 +126,8 @@ class Settings(BaseSettings):
     )
     @classmethod
     def _blank_is_unset(cls, value: Any) -> Any:
-        """`OPENAI_API_KEY=` (as a `.env` template leaves it) means unset, not a key."""
+        """A value of only spaces is unset too, not a key or a URL (empty ones already are:
+        `env_ignore_empty`)."""
         return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("autonote_data_dir", mode="before")
@@ -165,8 +172,15 @@ class Settings(BaseSettings):
                 "CHUNKING_TARGET_TOKENS must not exceed CHUNKING_MAX_TOKENS "
                 f"({target} > {max_tokens})"
             )
-        if self.embedding_provider == "openai" and self.openai_api_key is None:
-            raise ValueError("EMBEDDING_PROVIDER=openai needs OPENAI_API_KEY")
+        if (
+            self.embedding_provider == "openai"
+            and self.openai_api_key is None
+            and not self.openai_base_url
+        ):
+            raise ValueError(
+                "EMBEDDING_PROVIDER=openai needs OPENAI_API_KEY (or OPENAI_BASE_URL for a "
+                "local server)"
+            )
         if self.chat_model and self.openai_api_key is None and not self.openai_base_url:
             raise ValueError(
                 "CHAT_MODEL needs OPENAI_API_KEY (or OPENAI_BASE_URL for a local server)"
@@ -231,7 +245,10 @@ def check_mongodb_url(url: str) -> None:
     if not url.startswith("mongodb://"):
         raise ValueError("MONGODB_URL must start with mongodb:// or mongodb+srv://")
     try:
-        parse_uri(url)
+        # Options it does not know only warn, as the client does (which warns once later).
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            parse_uri(url, warn=True)
     except (PyMongoError, ValueError) as exc:
         raise ValueError(f"MONGODB_URL is not a valid connection string: {exc}") from None
 

@@ -76,7 +76,8 @@ async def require_admin(
 ) -> None:
     """Admin routes: `Authorization: Bearer <AUTONOTE_ADMIN_TOKEN>` (403 when the admin API
     is disabled, 401 for a wrong token, 429 once a client has sent too many wrong ones).
-    A route dependency, so it runs before the body is validated."""
+    A route dependency, so it runs before the body is validated (a body that is not JSON
+    at all still gets its 400 first: FastAPI parses the body before any dependency)."""
     client = request.client.host if request.client else ""
     container.users.check_admin(request.headers.get("authorization"), client=client)
     reject_unknown_query_params(request)

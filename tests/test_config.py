@@ -44,7 +44,7 @@ def test_defaults_and_environment_names(monkeypatch: pytest.MonkeyPatch) -> None
         ({"MONGODB_URL": "mongodb://"}, "MONGODB_URL"),
         ({"MONGODB_URL": "mongodb+srv://a.example:27017"}, "MONGODB_URL"),
         ({"OPENAI_API_KEY": "sk-x", "OPENAI_BASE_URL": "notaurl"}, "OPENAI_BASE_URL"),
-        ({"AUTONOTE_HOST": ""}, "AUTONOTE_HOST"),
+        ({"AUTONOTE_HOST": "  "}, "AUTONOTE_HOST"),
         ({"AUTONOTE_DATA_DIR": " "}, "AUTONOTE_DATA_DIR"),
         (
             {"AUTONOTE_INDEX_BACKOFF_BASE_S": "1000", "AUTONOTE_INDEX_BACKOFF_MAX_S": "10"},
@@ -147,12 +147,27 @@ def test_cli_fails_fast_on_invalid_settings() -> None:
 
 def test_blank_values_mean_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     """`OPENAI_API_KEY=` as a `.env` template leaves it: not an OpenAI configuration (every
-    note would fail to embed and search would wait for a provider that cannot answer)."""
+    note would fail to embed and search would wait for a provider that cannot answer).
+    Empty variables take their defaults; keys and URLs of only spaces are unset too."""
     for var in ("OPENAI_API_KEY", "MONGODB_URL", "CHAT_MODEL", "AUTONOTE_ADMIN_TOKEN"):
         monkeypatch.setenv(var, " ")
+    for var in ("EMBEDDING_DIMENSIONS", "CHUNKING_MAX_TOKENS", "AUTONOTE_PORT", "LOG_JSON"):
+        monkeypatch.setenv(var, "")
     s = load_settings()
     assert s.openai_api_key is None and s.resolved_embedding_provider == "local"
     assert s.mongodb_url is None and s.chat_model is None and s.autonote_admin_token is None
+    assert s.embedding_dimensions is None and s.chunking_max_tokens is None
+    assert s.autonote_port == 8000 and s.log_json is None
+
+
+def test_a_local_openai_compatible_server_needs_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://localhost:11434/v1")
+    monkeypatch.setenv("EMBEDDING_PROVIDER", "openai")
+    monkeypatch.setenv("EMBEDDING_MODEL", "nomic-embed-text")
+    monkeypatch.setenv("EMBEDDING_DIMENSIONS", "768")
+    s = load_settings()
+    assert s.resolved_embedding_provider == "openai" and s.embedding_dimensions == 768
 
 
 def test_valid_connection_strings_pass() -> None:
@@ -160,6 +175,10 @@ def test_valid_connection_strings_pass() -> None:
         "mongodb://u:p%40ss@127.0.0.1:27017/?directConnection=true",
         "mongodb://a.example,b.example:27018/db?replicaSet=rs0",
         "mongodb+srv://user:pw@cluster0.abcde.mongodb.net/?retryWrites=true&w=majority",
+        "mongodb://[::1]:27017/?directConnection=true",
+        # Options this driver does not know (a newer driver's, a tool's): the client warns
+        # and ignores them, so settings must not refuse to start.
+        "mongodb://h.example/?gssapiServiceName=mongodb&someFutureOption=1",
     ):
         assert load_settings(mongodb_url=url).mongodb_url == url
 

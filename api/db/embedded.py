@@ -44,6 +44,7 @@ from pymongo.errors import PyMongoError
 log = structlog.get_logger(__name__)
 
 _PR_SET_PDEATHSIG = 1
+STALE_AFTER_MS = 3000  # a recorded server silent this long is a crashed owner's leftover
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
@@ -132,7 +133,11 @@ class EmbeddedMongo:
             pid, port = int(state["pid"]), int(state["port"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
-        if _is_secantus(pid) and ping(port):
+        if not _is_secantus(pid):
+            return None
+        # Patient: a server busy with a long fsync may take a while to answer, and the
+        # alternative below is killing it.
+        if ping(port) or ping(port, timeout_ms=STALE_AFTER_MS):
             return pid, port
         if _is_secantus(pid):
             # A server that holds our data directory but does not answer: a leftover from a
@@ -189,12 +194,10 @@ class EmbeddedMongo:
                 return None
         return port
 
-    def _server_gone(self) -> bool:
-        """Whether the server this process uses is no more: its process has exited (ours)
-        or the one recorded in `embedded.json` is not running (another owner's). A live
-        server that is merely slow to answer is not gone."""
-        if self.process is not None:
-            return self.process.poll() is not None
+    def _recorded_server_gone(self) -> bool:
+        """Whether no server runs as recorded in `embedded.json` (its owner stopped it, or
+        it died). Only whether the process lives: a live server that is slow to answer (a
+        long fsync) is not gone, and is never killed from here."""
         try:
             pid = int(json.loads(self.state_file.read_text())["pid"])
         except (OSError, ValueError, KeyError, TypeError):
@@ -203,14 +206,19 @@ class EmbeddedMongo:
 
     def restart_if_gone(self) -> bool:
         """Start the server again on the same port when it is gone (its owner exited or it
-        crashed), so this process's clients reconnect; True when this process did."""
-        if self._stopped or self.port is None or not self._server_gone():
+        crashed), so this process's clients reconnect; True when this process did. Cheap
+        while the server runs: no lock, no connection, two small file reads."""
+        if self._stopped or self.port is None:
+            return False
+        if self.process is not None and self.process.poll() is None:
+            return False  # ours, running
+        if not self._recorded_server_gone():
+            self.process = None  # ours died and another process started it again
             return False
         with self._locked():
-            if not self._server_gone() or self._running_instance() is not None:
-                return False  # another process already started it again
-            if self.process is not None:
-                self.process = None
+            self.process = None
+            if not self._recorded_server_gone():
+                return False  # another process got here first
             self._fixed_port = self.port
             log.warning("embedded_db.restarting", port=self.port)
             self._spawn()

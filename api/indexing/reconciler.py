@@ -443,9 +443,15 @@ class Reconciler:
         await self._cache_evicted(existing, keep=set())
         await self.chunks.delete_ids([d["_id"] for d in existing])
         stats = index_stats(0, 0, 0, started)
-        done = await self._complete(note, token, None, [], stats, written=0)
-        if done is None:
-            # The lease ran out mid-run: the run that took the note over may have kept
-            # those chunks (a restore of an intact note). One more run settles it.
-            await self.queue.recheck(note["_id"], datetime.now(UTC))
+        done = None
+        try:
+            done = await self._complete(note, token, None, [], stats, written=0)
+        finally:
+            if done is None:
+                # Refused (the lease ran out), failed or cancelled: the run that took the
+                # note over may have kept those chunks (a restore of an intact note), and
+                # this run cannot tell. One more run settles it.
+                with contextlib.suppress(Exception):
+                    recheck = self.queue.recheck(note["_id"], datetime.now(UTC))
+                    await asyncio.wait_for(asyncio.shield(recheck), 2)
         return done

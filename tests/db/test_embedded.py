@@ -223,3 +223,29 @@ async def test_commands_that_only_read_refuse_a_directory_without_a_database(
         async with embedded_server(tmp_path / "typo", must_exist=True):
             pass
     assert not (tmp_path / "typo").exists()
+
+
+def test_a_replaced_owner_never_kills_the_live_server(tmp_path: Path) -> None:
+    """A started the server, B attached. The server crashed and B's keeper started it
+    again; A, still holding its dead process, treated the server as gone on every tick
+    and killed the new one whenever it was slow to answer (found by review, with SIGSTOP
+    standing in for a long fsync)."""
+    a, b = EmbeddedMongo(tmp_path), EmbeddedMongo(tmp_path)
+    a.start()
+    b.start()
+    assert a.process is not None and not b.owner
+    a.process.kill()
+    a.process.wait()
+    assert b.restart_if_gone() and b.owner and b.process is not None
+    live = b.process.pid
+    try:
+        assert a.restart_if_gone() is False and not a.owner  # B's server now
+        os.kill(live, signal.SIGSTOP)
+        try:
+            assert a.restart_if_gone() is False
+        finally:
+            os.kill(live, signal.SIGCONT)
+        assert b.port is not None and ping(b.port, timeout_ms=3000)
+    finally:
+        a.stop()
+        b.stop()

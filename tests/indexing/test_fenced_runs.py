@@ -10,7 +10,9 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from bson import ObjectId
+from pymongo.errors import AutoReconnect
 
 from api.indexing.reconciler import Reconciler
 from tests.conftest import Api, running_app
@@ -265,15 +267,29 @@ async def test_a_removal_commits_only_once_the_chunks_are_gone(make_settings: An
         assert await api.container.db.embedding_cache.count_documents({}) == 3
 
 
-async def test_a_fenced_removal_leaves_a_restored_note_its_chunks(make_settings: Any) -> None:
+@pytest.mark.parametrize("then", ["commit_refused", "commit_raises", "cancelled_at_shutdown"])
+async def test_a_fenced_removal_leaves_a_restored_note_its_chunks(
+    make_settings: Any, then: str
+) -> None:
     """Removal A read the trashed note's chunks and stalled past its lease; the note was
-    restored and B kept its intact chunks. A's late delete takes them: its refused commit
-    must ask for one more run, which writes them back (from the cache, no embedding)."""
+    restored and B kept its intact chunks. A's late delete takes them: whatever becomes of
+    A's commit (refused, raising as the database restarts, cancelled at shutdown; the
+    last two found by review), one more run must follow and write them back (from the
+    cache, no embedding)."""
     async with running_app(make_settings(autonote_index_workers=0)) as api:
         h, oid, ids = await indexed_then_trashed(api)
         db, a = api.container.db, api.container.indexing.reconciler
-        gate_a = Gate()
+        gate_a, gate_commit = Gate(), Gate()
         gate_method(a.chunks, "delete_ids", gate_a)
+        complete = a.queue.complete
+
+        async def a_commits(*args: Any, **kwargs: Any) -> Any:
+            await gate_commit.wait()
+            if then == "commit_raises":
+                raise AutoReconnect("connection closed (server restarting)")
+            return await complete(*args, **kwargs)
+
+        a.queue.complete = a_commits  # type: ignore[method-assign]
         task_a = asyncio.create_task(a.run_once(oid))
         await asyncio.wait_for(gate_a.entered.wait(), 30)
         past = datetime.now(UTC) - timedelta(seconds=1)
@@ -285,7 +301,16 @@ async def test_a_fenced_removal_leaves_a_restored_note_its_chunks(make_settings:
         assert (await b.run_once(oid)).status == "indexed"
         assert [d["_id"] async for d in db.note_chunks.find({"note_id": oid})] == ids  # kept
         gate_a.release.set()
-        assert (await asyncio.wait_for(task_a, 30)).status == "lost_lease"
+        await asyncio.wait_for(gate_commit.entered.wait(), 30)  # A deleted them
+        if then == "cancelled_at_shutdown":
+            task_a.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task_a
+        else:
+            gate_commit.release.set()
+            outcome = await asyncio.wait_for(task_a, 30)
+            assert outcome.status == ("lost_lease" if then == "commit_refused" else "pending")
+        a.queue.complete = complete  # type: ignore[method-assign]
         recorder = RecordingEmbedder(a.embedder)
         a.embedder = recorder
         while await a.run_once(oid) is not None:
