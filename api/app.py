@@ -27,6 +27,7 @@ from api.indexing.chunks_repository import ChunksRepository
 from api.indexing.runtime import build_indexing
 from api.logging import configure_logging
 from api.middleware import BodyLimitMiddleware, RequestContextMiddleware
+from api.notes.conversion import ConversionSandbox
 from api.notes.imports import ImportService
 from api.notes.repository import NotesRepository, NotesSearchQueries
 from api.notes.routes import router as notes_router
@@ -170,7 +171,12 @@ def build_lifespan(settings: Settings):
                 embedder=embedder,
                 chunker=chunker,
                 imports=ImportService(
-                    notes, max_file_bytes=settings.autonote_max_import_file_bytes
+                    notes,
+                    max_file_bytes=settings.autonote_max_import_file_bytes,
+                    sandbox=ConversionSandbox(
+                        timeout_s=settings.autonote_import_timeout_s,
+                        memory_mb=settings.autonote_import_memory_mb,
+                    ),
                 ),
             )
             if settings.chunking_enabled:

@@ -168,30 +168,51 @@ def import_files(
     if not key:
         typer.echo("autonote: no API key (pass --api-key or set AUTONOTE_API_KEY)", err=True)
         raise typer.Exit(2)
-    skipped: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
     try:
-        files = list(iter_import_paths(paths, on_skip=lambda p, _code: skipped.append(p)))
+        files = list(iter_import_paths(paths, on_skip=lambda p, code: skipped.append((p, code))))
     except FileNotFoundError as exc:
         typer.echo(f"autonote: {exc}", err=True)
         raise typer.Exit(2) from None
-    for path in skipped:
-        typer.echo(f"skipped      {path} (unsupported type)")
-    imported = failed = 0
+    failed = sum(code == "unreadable" for _, code in skipped)  # a folder we could not list
+    for path, code in skipped:
+        typer.echo(f"skipped      {path} ({code.replace('_', ' ')})")
+    imported = 0
     headers = {"Authorization": f"Bearer {key}"}
     url = url or settings.base_url
     with httpx.Client(base_url=url, headers=headers, timeout=300) as client:
-        for start in range(0, len(files), batch):
-            group = files[start : start + batch]
-            upload = [("files", (str(p), p.read_bytes())) for p in group]
+        pending = import_batches(files, batch, settings.autonote_max_import_bytes)
+        while pending:
+            group = pending.pop(0)
+            upload, sent = [], []
+            for path in group:
+                try:
+                    upload.append(("files", (str(path), path.read_bytes())))
+                    sent.append(path)
+                except OSError as exc:
+                    failed += 1
+                    typer.echo(f"failed       {path}: unreadable: {exc.strerror or exc}")
+            if not upload:
+                continue
             data = {"tags": tag} if tag else None
             try:
                 resp = client.post("/v1/notes/import", files=upload, data=data)
             except httpx.HTTPError as exc:
                 typer.echo(f"autonote: cannot reach {url}: {exc}", err=True)
                 raise typer.Exit(2) from None
-            if resp.status_code != 200:
+            if resp.status_code in (401, 403):  # no point in sending the rest
                 typer.echo(f"autonote: server answered {resp.status_code}: {resp.text}", err=True)
-                raise typer.Exit(1)
+                raise typer.Exit(2)
+            if resp.status_code == 413 and len(sent) > 1:
+                # The server's request limit is lower than ours: send halves.
+                half = len(sent) // 2
+                pending[:0] = [sent[:half], sent[half:]]
+                continue
+            if resp.status_code != 200:  # this batch only; the others go on
+                for path in sent:
+                    failed += 1
+                    typer.echo(f"failed       {path}: HTTP {resp.status_code}: {resp.text[:200]}")
+                continue
             body = resp.json()
             for item in body["imported"]:
                 imported += 1
@@ -204,6 +225,30 @@ def import_files(
                 typer.echo(f"failed       {item['filename']}: {item['error']}: {item['detail']}")
     typer.echo(f"{imported} imported, {failed} failed, {len(skipped)} skipped")
     raise typer.Exit(1 if failed else 0)
+
+
+def import_batches(files: list[Path], max_files: int, max_bytes: int) -> list[list[Path]]:
+    """Files grouped for upload: at most `max_files` per request, and at most `max_bytes`
+    (AUTONOTE_MAX_IMPORT_BYTES, less room for the multipart framing) unless one file is
+    bigger alone. Batching by count only sent five 10 MB PDFs in one 50 MB+ request: a 413
+    for all of them (found by review)."""
+    budget = max(1, max_bytes - 64 * 1024)
+    batches: list[list[Path]] = []
+    current: list[Path] = []
+    size = 0
+    for path in files:
+        try:
+            n = path.stat().st_size
+        except OSError:
+            n = 0  # reported when it is read
+        if current and (len(current) >= max_files or size + n > budget):
+            batches.append(current)
+            current, size = [], 0
+        current.append(path)
+        size += n
+    if current:
+        batches.append(current)
+    return batches
 
 
 @users_app.command("create")

@@ -199,7 +199,12 @@ def iter_import_paths(
                 yield root
             continue
         found: list[Path] = []
-        for dirpath, dirnames, filenames in os.walk(root):
+
+        def _unreadable(error: OSError, root: Path = root) -> None:
+            if on_skip is not None:
+                on_skip(Path(error.filename or root), "unreadable")
+
+        for dirpath, dirnames, filenames in os.walk(root, onerror=_unreadable):
             dirnames[:] = [d for d in dirnames if not _is_hidden(d)]
             # is_file(): a FIFO or socket in the tree would block or fail the reader.
             found.extend(

@@ -78,6 +78,8 @@ def docx_to_markdown(data: bytes, *, max_bytes: int = 2_000_000) -> tuple[str, s
             style_map=_STYLE_MAP,
             convert_image=mammoth.images.img_element(_alt_text_only),
         )
+    except MemoryError:  # over the conversion's memory budget: not a damaged file
+        raise
     # mammoth surfaces broken XML/relationships as assorted exceptions (KeyError,
     # ParseError, ValueError...); for the importer they all mean one thing.
     except Exception as exc:

@@ -4,9 +4,12 @@ BeautifulSoup cleans the tree first, then `markdownify` (a maintained converter,
 hand-written walker) renders it. Cleaning:
 
 - `script`, `style`, `noscript`, `template`, `nav`, `aside`, `form`, `iframe`, `svg`,
-  `button` and elements marked `hidden` are removed with their content: page chrome, not
-  note text. `header`/`footer` go too when they are page-level (ARIA banner/contentinfo);
-  an `<article>`'s or `<section>`'s own `<header>` holds its title and is kept.
+  `button` and hidden elements (`hidden`, `aria-hidden="true"`, an inline `display:none`
+  or `visibility:hidden`) are removed with their content: page chrome, or text no reader
+  of the page saw (a way to slip instructions into a RAG index), not note text. Without
+  a `<body>`, the `<head>` goes too (its `<title>` is read before). `header`/`footer`
+  go too when they are page-level (ARIA banner/contentinfo); an `<article>`'s or
+  `<section>`'s own `<header>` holds its title and is kept.
 - When the page marks its main content (a single `<main>` or `role="main"`), only that is
   converted, so a site's menu bar or help pop-up does not become part of the note.
 - Elements with the ARIA landmark roles of those tags (`navigation`, `banner`,
@@ -18,6 +21,11 @@ hand-written walker) renders it. Cleaning:
   fragment of the page itself are unwrapped to their text (after import there is no page
   for them to point into), and so are links inside headings: a heading like
   `## [Data Types](#data-types)` would otherwise pollute the chunk breadcrumbs.
+- Links to `javascript:`, `vbscript:` or `data:` URLs are unwrapped to their text.
+- Text the page shows as markup (`&lt;script&gt;`) stays text: `<` is escaped (`\\<`), and
+  so are `#`, `>`, `-`, `+` and `1.` at the start of a line, so no text becomes raw HTML,
+  a heading or a list in the note. `colspan` is capped at 10 (a 22-byte empty cell with
+  `colspan=1000` became 2 000 bytes of `|`).
 - Images whose source is a `data:` URI (or empty, as DOCX images are) become their alt text,
   so a pasted screenshot cannot inflate a note by megabytes of base64.
 
@@ -79,8 +87,22 @@ _LANGUAGE_PREFIXES = ("language-", "lang-")
 _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
 
+_HIDDEN_STYLE = re.compile(r"(?:display\s*:\s*none|visibility\s*:\s*hidden)", re.IGNORECASE)
+_UNSAFE_SCHEMES = ("javascript:", "vbscript:", "data:")
+_SCHEME_NOISE = re.compile(r"[\x00-\x20]+")  # browsers ignore these inside a scheme
+_LINE_START_MARKUP = re.compile(r"(?m)^([ \t]*)(#{1,6}(?=\s|$)|>|[-+](?=\s|$))")
+_LINE_START_NUMBER = re.compile(r"(?m)^([ \t]*\d{1,9})([.)](?=\s|$))")  # "1." → "1\."
+MAX_COLSPAN = 10  # GFM has no colspan: the cell is padded, and 1000 made 2 000 bytes of "|"
+MAX_DEPTH = 400  # below markdownify's recursion limit; real pages nest far less
+
+
 class _NoteConverter(MarkdownConverter):
-    """markdownify with GFM-safe table cells."""
+    """markdownify with GFM-safe table cells and text that cannot turn into markup."""
+
+    def escape(self, text: str, parent_tags: set[str]) -> str:
+        text = super().escape(text, parent_tags)
+        text = _LINE_START_MARKUP.sub(r"\1\\\2", text.replace("<", "\\<"))
+        return _LINE_START_NUMBER.sub(r"\1\\\2", text)
 
     def convert_td(self, el: Tag, text: str, parent_tags: set[str]) -> str:
         return super().convert_td(el, _escape_cell(text), parent_tags)
@@ -153,29 +175,61 @@ def _is_chrome(tag: Tag, texinfo: bool) -> bool:
     return texinfo and tag.name == "div" and "header" in classes
 
 
-def _within(tag: Tag, names: tuple[str, ...]) -> bool:
-    return any(parent.name in names for parent in tag.parents)
+def _is_hidden(tag: Tag) -> bool:
+    if tag.has_attr("hidden") or str(tag.get("aria-hidden") or "").lower() == "true":
+        return True
+    return bool(_HIDDEN_STYLE.search(str(tag.get("style") or "")))
+
+
+def _unsafe_href(href: str) -> bool:
+    return _SCHEME_NOISE.sub("", href).lower().startswith(_UNSAFE_SCHEMES)
+
+
+def _outermost(soup: BeautifulSoup, texinfo: bool) -> tuple[list[Tag], dict[int, int]]:
+    """One walk of the tree (iterative: pages may nest thousands deep): the outermost
+    chrome elements, and for every other element whether it lies within a sectioning
+    element (bit 1) or a heading (bit 2). ImportFileError("too_large") beyond MAX_DEPTH.
+    Asking each element for its ancestors instead cost depth × elements (minutes on a
+    200 KB page of nested divs and links, found by review)."""
+    chrome: list[Tag] = []
+    context: dict[int, int] = {}
+    stack: list[tuple[Tag, int, int]] = [(soup, 0, 0)]
+    while stack:
+        node, flags, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ImportFileError("too_large", "the document is nested too deeply to convert")
+        for child in node.children:
+            if not isinstance(child, Tag):
+                continue
+            if _is_chrome(child, texinfo) or _is_hidden(child):
+                chrome.append(child)
+                continue
+            context[id(child)] = flags
+            inner = flags | (1 if child.name in _SECTIONING else 0)
+            inner |= 2 if child.name in _HEADINGS else 0
+            stack.append((child, inner, depth + 1))
+    return chrome, context
 
 
 def _clean(soup: BeautifulSoup) -> Tag:
     """Remove page chrome and return the element whose content is the document."""
     texinfo = soup.find("meta", attrs={"name": _GENERATOR_META, "content": _TEXINFO}) is not None
-    # Two walks in all: bs4's search helpers each walk the whole tree, which is slow on
-    # large pages. First drop the outermost chrome elements (descendants go with them).
-    chrome = [tag for tag in soup.find_all(True) if _is_chrome(tag, texinfo)]
-    chrome_ids = {id(tag) for tag in chrome}
-    for tag in [t for t in chrome if not any(id(p) in chrome_ids for p in t.parents)]:
-        tag.decompose()
-
-    remaining = soup.find_all(True)
+    chrome, context = _outermost(soup, texinfo)
+    for tag in chrome:
+        tag.decompose()  # descendants go with it
+    remaining = [tag for tag in soup.find_all(True) if id(tag) in context]
     for tag in remaining:
-        if tag.name in _PAGE_CHROME_TAGS and not _within(tag, _SECTIONING):
+        if tag.name in _PAGE_CHROME_TAGS and not context[id(tag)] & 1:
             tag.decompose()
     remaining = [tag for tag in remaining if tag.name]  # decomposed tags have name ""
+    for tag in remaining:
+        if tag.name in ("td", "th") and str(tag.get("colspan") or "").isdigit():
+            tag["colspan"] = str(min(int(tag["colspan"]), MAX_COLSPAN))
     for link in (tag for tag in remaining if tag.name == "a"):
+        href = str(link.get("href") or "")
         if _is_permalink(link):
             link.decompose()
-        elif str(link.get("href") or "").startswith("#") or _within(link, _HEADINGS):
+        elif href.startswith("#") or context[id(link)] & 2 or _unsafe_href(href):
             link.unwrap()
     for img in (tag for tag in remaining if tag.name == "img"):
         src = str(img.get("src") or "")
@@ -190,7 +244,11 @@ def _clean(soup: BeautifulSoup) -> Tag:
     ]
     if len(mains) == 1:
         return mains[0]
-    return soup.body or soup
+    if soup.body is not None:
+        return soup.body
+    for head in [tag for tag in remaining if tag.name == "head"]:
+        head.decompose()
+    return soup
 
 
 def _tidy(markdown: str) -> str:

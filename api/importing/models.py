@@ -16,6 +16,8 @@ ImportErrorCode = Literal[
     "corrupt_file",
     "encrypted",
     "empty",
+    "too_complex",  # over the conversion's time or memory budget (api.notes.conversion)
+    "unreadable",  # a file or folder the importing process may not read (CLI)
 ]
 
 

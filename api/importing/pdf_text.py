@@ -55,7 +55,7 @@ def pdf_to_markdown(data: bytes) -> tuple[str, str | None]:
             raise ImportFileError("encrypted", "the PDF is password-protected")
         pages = [_page_text(page.extract_text() or "") for page in reader.pages]
         meta_title = reader.metadata.title if reader.metadata else None
-    except ImportFileError:
+    except (ImportFileError, MemoryError):  # MemoryError: the budget, not the file
         raise
     # DependencyError: AES-encrypted, and the optional crypto library is not installed.
     except (FileNotDecryptedError, DependencyError) as exc:

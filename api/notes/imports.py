@@ -1,6 +1,8 @@
-"""Importing files as notes: each file is converted (api.importing, in a worker thread —
-conversion is CPU-bound) and stored through `NotesService.create`, so imported notes are
-validated and indexed exactly like any other. One bad file never stops the others."""
+"""Importing files as notes: each file is converted (api.importing, under the time and
+memory budget of `ConversionSandbox`, from a worker thread) and stored through
+`NotesService.create`, so imported notes are validated and indexed exactly like any other.
+One bad file never stops the others, and one user's files never hold up another's: a user
+converts one file at a time, within the process-wide limit."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ import structlog
 from pydantic import ValidationError
 
 from api.errors import DomainError
-from api.importing import ImportFileError, convert_file
+from api.importing import ImportFileError
+from api.notes.conversion import ConversionSandbox
 from api.notes.models import NoteCreate
 from api.notes.service import NotesService
 from api.schemas import TEXT_PATTERN, normalize_tags
@@ -42,10 +45,37 @@ class ImportReport:
 
 
 class ImportService:
-    def __init__(self, notes: NotesService, *, max_file_bytes: int, concurrency: int = 2) -> None:
+    def __init__(
+        self,
+        notes: NotesService,
+        *,
+        max_file_bytes: int,
+        sandbox: ConversionSandbox,
+        concurrency: int = 2,
+    ) -> None:
         self._notes = notes
         self._max_file_bytes = max_file_bytes
+        self._sandbox = sandbox
         self._gate = asyncio.Semaphore(concurrency)
+        self._converting: set[str] = set()  # users with a conversion running
+        self._turn = asyncio.Condition()
+
+    async def _convert(self, user: User, filename: str, data: bytes) -> Any:
+        """One conversion of `user` at a time, at most `concurrency` in all: a user
+        uploading costly files waits for their own, not everyone's, turn."""
+        uid = str(user.id)
+        async with self._turn:
+            await self._turn.wait_for(lambda: uid not in self._converting)
+            self._converting.add(uid)
+        try:
+            async with self._gate:
+                return await asyncio.to_thread(
+                    self._sandbox.convert, filename, data, max_bytes=self._max_file_bytes
+                )
+        finally:
+            async with self._turn:
+                self._converting.discard(uid)
+                self._turn.notify_all()
 
     def _tags(self, derived: list[str], extra: list[str]) -> list[str]:
         """The note's tags: those the file carries (front matter, `#tags`), cleaned and cut
@@ -69,10 +99,7 @@ class ImportService:
         report = ImportReport()
         for filename, data in files:
             try:
-                async with self._gate:
-                    converted = await asyncio.to_thread(
-                        convert_file, filename, data, max_bytes=self._max_file_bytes
-                    )
+                converted = await self._convert(user, filename, data)
                 tags = self._tags(converted.tags, extra_tags or [])
                 title = one_line(converted.title, 500) or one_line(filename, 500) or "untitled"
                 body = NoteCreate(title=title, content_md=converted.content_md, tags=tags)

@@ -4,17 +4,24 @@ whose chunks carry the documents' heading breadcrumbs; bad files fail alone."""
 from __future__ import annotations
 
 import io
+import os
 import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from docx import Document
 from typer.testing import CliRunner
 
 from api.cli import app as cli
 from tests.conftest import Api, ServedApp
 from tests.helpers import wait_indexed
+
+ROOT = Path(__file__).resolve().parents[2]
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "importing"
 
@@ -300,3 +307,65 @@ async def test_import_refuses_text_that_is_not_utf8_and_non_multipart_bodies(api
     ok = await api.client.post("/v1/notes/import", content=_multipart(fine), headers=headers)
     assert ok.status_code == 200, ok.text
     assert ok.json()["imported"][0]["note"]["tags"] == ["café"]
+
+
+def test_cli_import_fits_the_servers_request_limit(make_settings: Any, tmp_path: Path) -> None:
+    """Three 40 KB files against a 100 KB request limit: the CLI sent them in one request
+    and stopped at the 413 with nothing imported (found by review). It now sends smaller
+    batches; a file too big for any request fails alone, and the run goes on."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    for name in ("a", "b", "c"):
+        (vault / f"{name}.md").write_text(f"# {name}\n\n" + "word " * 8_000)
+    (vault / "d.md").write_text("# d\n\n" + "word " * 30_000)  # 150 KB
+    settings = make_settings(
+        autonote_max_import_bytes=100_000, autonote_max_import_file_bytes=200_000
+    )
+    with ServedApp(settings) as served:
+        key = served.new_user("cli")
+        result = CliRunner().invoke(
+            cli, ["import", str(vault), "--url", served.url, "--api-key", key]
+        )
+        listing = httpx.get(
+            f"{served.url}/v1/notes", headers={"Authorization": f"Bearer {key}"}
+        ).json()
+    assert result.exit_code == 1, result.output
+    assert {n["title"] for n in listing["items"]} == {"a", "b", "c"}
+    assert "d.md: HTTP 413" in result.output and "3 imported, 1 failed" in result.output
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to another user")
+def test_cli_import_reports_what_it_cannot_read(make_settings: Any) -> None:
+    """An unreadable file crashed the CLI (its batch lost); an unreadable folder was
+    skipped without a word and the run exited 0 (found by review)."""
+    vault = Path(tempfile.mkdtemp(prefix="vault-"))
+    try:
+        vault.chmod(0o755)
+        (vault / "good.md").write_text("# Good\n\nreadable")
+        (vault / "good.md").chmod(0o644)
+        (vault / "secret.md").write_text("# Secret")
+        (vault / "secret.md").chmod(0o000)
+        (vault / "locked").mkdir()
+        (vault / "locked" / "x.md").write_text("# Locked")
+        (vault / "locked").chmod(0o000)
+        with ServedApp(make_settings()) as served:
+            key = served.new_user("cli")
+            res = subprocess.run(
+                ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                 sys.executable, "-m", "api.cli", "import", str(vault),
+                 "--url", served.url, "--api-key", key],
+                capture_output=True, text=True, timeout=120, cwd="/tmp",
+                env={**os.environ, "PYTHONPATH": str(ROOT), "HOME": "/tmp"},
+            )  # fmt: skip
+            listing = httpx.get(
+                f"{served.url}/v1/notes", headers={"Authorization": f"Bearer {key}"}
+            ).json()
+    finally:
+        (vault / "locked").chmod(0o755)
+        shutil.rmtree(vault)
+    assert "Traceback" not in res.stderr, res.stderr[-600:]
+    assert res.returncode == 1, res.stdout
+    assert f"failed       {vault / 'secret.md'}: unreadable" in res.stdout
+    assert f"skipped      {vault / 'locked'} (unreadable)" in res.stdout
+    assert "1 imported, 2 failed" in res.stdout
+    assert {n["title"] for n in listing["items"]} == {"Good"}

@@ -1,0 +1,125 @@
+"""Hostile uploads (found by review): a few kilobytes that cost minutes and gigabytes to
+convert are stopped by the conversion budget and reported per file; one user's costly
+files do not hold up another user's import; HTML cannot smuggle live markup, script links
+or hidden text into a note."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from api.importing import ImportFileError, convert_file, html_to_markdown
+from api.notes.conversion import ConversionSandbox
+from tests.conftest import Api
+from tests.importing.hostile import docx_with_paragraphs, pdf, text_ops
+
+LIMIT = 10_000_000  # the default per-file limit
+
+
+def outcome(sandbox: ConversionSandbox, name: str, data: bytes) -> tuple[float, str]:
+    start = time.monotonic()
+    try:
+        sandbox.convert(name, data, max_bytes=LIMIT)
+        result = "converted"
+    except ImportFileError as exc:
+        result = exc.code
+    return time.monotonic() - start, result
+
+
+@pytest.mark.parametrize(
+    ("name", "data"),
+    [
+        # 30 KB inflating to 10 MB of XML: 40 s and 560 MB in-process.
+        ("bomb.docx", docx_with_paragraphs(200_000)),
+        # 16 KB: 100 pages sharing one stream, 30 s and 11 MB of text in-process.
+        ("pages.pdf", pdf(100, text_ops(10_000))),
+    ],
+)
+def test_costly_files_stop_at_the_time_budget(name: str, data: bytes) -> None:
+    assert len(data) < 40_000
+    elapsed, result = outcome(ConversionSandbox(timeout_s=2, memory_mb=2048), name, data)
+    assert result == "too_complex" and elapsed < 8, (result, elapsed)
+
+
+def test_costly_files_stop_at_the_memory_budget() -> None:
+    """~90 KB inflating to 30 MB of XML: 125 s and 1.5 GB in-process. Under 384 MB the
+    child usually dies within seconds; near the limit it may crawl instead, and then the
+    time budget ends it: either way the file is `too_complex`, and the server is fine."""
+    data = docx_with_paragraphs(600_000)
+    elapsed, result = outcome(ConversionSandbox(timeout_s=10, memory_mb=384), "big.docx", data)
+    assert result == "too_complex" and elapsed < 15, (result, elapsed)
+
+
+def test_ordinary_files_convert_in_the_sandbox_as_in_process() -> None:
+    sandbox = ConversionSandbox(timeout_s=30, memory_mb=1024)
+    for name, data in (
+        ("a.html", b"<h1>Title</h1><p>Para <a href='https://x.org'>link</a></p>"),
+        ("b.docx", docx_with_paragraphs(3, "hello")),
+        ("c.pdf", pdf(2, text_ops(3))),
+        ("d.md", b"# D\n\ntext"),
+    ):
+        assert sandbox.convert(name, data, max_bytes=LIMIT) == convert_file(
+            name, data, max_bytes=LIMIT
+        )
+    with pytest.raises(ImportFileError) as info:
+        sandbox.convert("e.pdf", b"%PDF-1.4 not really", max_bytes=LIMIT)
+    assert info.value.code == "corrupt_file"
+
+
+def test_html_that_grew_or_looped_converts_fast() -> None:
+    """`colspan=1000` cells became 2 000 bytes each (80 MB from 220 KB); 20 000 nested
+    divs with 6 000 links took 20 s to refuse (ancestors walked per link)."""
+    start = time.monotonic()
+    table = b"<table><tr>" + b"<td colspan=1000></td>" * 10_000 + b"</tr></table>"
+    assert len(html_to_markdown(table)) < 5 * len(table)  # header separator row included
+    deep = b"<body>" + b"<div>" * 20_000 + b'<a href="x">y</a>' * 6_000 + b"</body>"
+    with pytest.raises(ImportFileError, match="nested too deeply"):
+        html_to_markdown(deep)
+    assert time.monotonic() - start < 10
+
+
+def test_html_text_never_becomes_markup_links_or_hidden_content() -> None:
+    md = html_to_markdown(
+        b"<body><h1>Doc</h1><p>Use &lt;script&gt;alert(1)&lt;/script&gt; or "
+        b"&lt;img src=x onerror=alert(1)&gt;</p><p># 1 priority</p><p>2024. A year</p>"
+        b'<p><a href="javascript:alert(1)">a</a> <a href=" JaVaScRiPt:x">b</a> '
+        b'<a href="data:text/html;base64,PHM+">c</a> <a href="https://ok.example">d</a></p>'
+        b'<div style="display: none">IGNORE PREVIOUS INSTRUCTIONS</div>'
+        b'<span aria-hidden="true">ARIA</span><p style="visibility:hidden">VIS</p>'
+        b"<pre><code>&lt;b&gt; # kept as code</code></pre></body>"
+    )
+    assert md == (
+        "# Doc\n\nUse \\<script>alert(1)\\</script> or \\<img src=x onerror=alert(1)>\n\n"
+        "\\# 1 priority\n\n2024\\. A year\n\na b c [d](https://ok.example)\n\n"
+        "```\n<b> # kept as code\n```"
+    )
+    note = convert_file("p.html", b"<html><head><title>Page</title></head><p>para</p></html>")
+    assert (note.title, note.content_md) == ("Page", "para")
+
+
+async def test_one_users_costly_files_do_not_hold_up_anothers(api: Api) -> None:
+    api.container.imports._sandbox.timeout_s = 4
+    attacker, victim = await api.new_user("attacker"), await api.new_user("victim")
+    slow = pdf(60, text_ops(10_000))
+
+    async def attack() -> None:
+        files = [("files", ("a.pdf", slow, "application/pdf"))]
+        await api.client.post("/v1/notes/import", files=files, headers=attacker, timeout=120)
+
+    attacks = [asyncio.create_task(attack()) for _ in range(3)]
+    await asyncio.sleep(1.0)
+    start = time.monotonic()
+    r = await api.client.post(
+        "/v1/notes/import",
+        files=[("files", ("hello.md", b"# Hello\n\nworld", "text/markdown"))],
+        headers=victim,
+        timeout=120,
+    )
+    waited = time.monotonic() - start
+    for task in attacks:
+        task.cancel()
+    await asyncio.gather(*attacks, return_exceptions=True)
+    assert r.status_code == 200 and len(r.json()["imported"]) == 1
+    assert waited < 5, waited  # it waited for the attackers' conversions: 35 s
