@@ -47,7 +47,8 @@ _PR_SET_PDEATHSIG = 1
 STALE_AFTER_MS = 3000  # a recorded server silent this long is a crashed owner's leftover
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+def die_with_parent() -> None:  # pragma: no cover - runs in a child process
+    """Have Linux SIGKILL this process when the thread that started it exits."""
     with contextlib.suppress(Exception):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
@@ -247,7 +248,7 @@ class EmbeddedMongo:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         logf.close()
         deadline = time.monotonic() + self.start_timeout_s

@@ -4,9 +4,10 @@ BeautifulSoup cleans the tree first, then `markdownify` (a maintained converter,
 hand-written walker) renders it. Cleaning:
 
 - `script`, `style`, `noscript`, `template`, `nav`, `aside`, `form`, `iframe`, `svg`,
-  `button` and hidden elements (`hidden`, `aria-hidden="true"`, an inline `display:none`
-  or `visibility:hidden`) are removed with their content: page chrome, or text no reader
-  of the page saw (a way to slip instructions into a RAG index), not note text. Without
+  `button` and hidden elements (`hidden`, an inline `display:none` or `visibility:hidden`
+  declaration) are removed with their content: page chrome, or text no reader of the page
+  saw (a way to slip instructions into a RAG index), not note text. (`aria-hidden` text
+  is shown on screen, so it stays; stylesheet rules are not evaluated.) Without
   a `<body>`, the `<head>` goes too (its `<title>` is read before). `header`/`footer`
   go too when they are page-level (ARIA banner/contentinfo); an `<article>`'s or
   `<section>`'s own `<header>` holds its title and is kept.
@@ -21,7 +22,10 @@ hand-written walker) renders it. Cleaning:
   fragment of the page itself are unwrapped to their text (after import there is no page
   for them to point into), and so are links inside headings: a heading like
   `## [Data Types](#data-types)` would otherwise pollute the chunk breadcrumbs.
-- Links to `javascript:`, `vbscript:` or `data:` URLs are unwrapped to their text.
+- Links to `javascript:`, `vbscript:` or `data:` URLs are unwrapped to their text; in the
+  URLs kept, spaces, parentheses and angle brackets are percent-encoded, so a URL cannot
+  close the markdown link and open another (`a) [x](javascript:…`); image alt text loses
+  `<`, `>`, `[` and `]`.
 - Text the page shows as markup (`&lt;script&gt;`) stays text: `<` is escaped (`\\<`), and
   so are `#`, `>`, `-`, `+` and `1.` at the start of a line, so no text becomes raw HTML,
   a heading or a list in the note. `colspan` is capped at 10 (a 22-byte empty cell with
@@ -87,7 +91,12 @@ _LANGUAGE_PREFIXES = ("language-", "lang-")
 _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
 
-_HIDDEN_STYLE = re.compile(r"(?:display\s*:\s*none|visibility\s*:\s*hidden)", re.IGNORECASE)
+_HIDDEN_STYLE = re.compile(
+    r"(?:^|;)\s*(?:display\s*:\s*none|visibility\s*:\s*hidden)\s*(?:!important\s*)?(?:;|$)",
+    re.IGNORECASE,
+)
+_URL_UNSAFE = str.maketrans({" ": "%20", "(": "%28", ")": "%29", "<": "%3C", ">": "%3E"})
+_ALT_UNSAFE = str.maketrans("", "", "<>[]")
 _UNSAFE_SCHEMES = ("javascript:", "vbscript:", "data:")
 _SCHEME_NOISE = re.compile(r"[\x00-\x20]+")  # browsers ignore these inside a scheme
 _LINE_START_MARKUP = re.compile(r"(?m)^([ \t]*)(#{1,6}(?=\s|$)|>|[-+](?=\s|$))")
@@ -176,9 +185,7 @@ def _is_chrome(tag: Tag, texinfo: bool) -> bool:
 
 
 def _is_hidden(tag: Tag) -> bool:
-    if tag.has_attr("hidden") or str(tag.get("aria-hidden") or "").lower() == "true":
-        return True
-    return bool(_HIDDEN_STYLE.search(str(tag.get("style") or "")))
+    return tag.has_attr("hidden") or bool(_HIDDEN_STYLE.search(str(tag.get("style") or "")))
 
 
 def _unsafe_href(href: str) -> bool:
@@ -231,9 +238,15 @@ def _clean(soup: BeautifulSoup) -> Tag:
             link.decompose()
         elif href.startswith("#") or context[id(link)] & 2 or _unsafe_href(href):
             link.unwrap()
+        elif href:
+            link["href"] = href.strip().translate(_URL_UNSAFE)
     for img in (tag for tag in remaining if tag.name == "img"):
         src = str(img.get("src") or "")
-        if not src or src.startswith("data:"):
+        if img.get("alt"):
+            img["alt"] = str(img["alt"]).translate(_ALT_UNSAFE)
+        if src and not _unsafe_href(src):
+            img["src"] = src.strip().translate(_URL_UNSAFE)
+        if not src or _unsafe_href(src):
             alt = str(img.get("alt") or "").strip()
             if alt:
                 img.replace_with(alt)

@@ -13,6 +13,7 @@ are read in-process: their cost is linear in their size, which is already limite
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 import resource
@@ -21,6 +22,7 @@ from typing import Any
 
 import structlog
 
+from api.db.embedded import die_with_parent
 from api.importing import ImportedNote, ImportFileError, convert_file
 
 log = structlog.get_logger(__name__)
@@ -29,9 +31,19 @@ _ISOLATED_EXTENSIONS = (".html", ".htm", ".docx", ".pdf")
 
 
 def _convert_in_child(
-    conn: Connection, filename: str, data: bytes, max_bytes: int, memory_bytes: int
+    conn: Connection,
+    filename: str,
+    data: bytes,
+    max_bytes: int,
+    memory_bytes: int,
+    timeout_s: float,
 ) -> None:  # pragma: no cover - runs in the child process
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    # Its own deadline too, and death with the forkserver: if the API process is killed,
+    # nothing is left to kill a child that converts on for minutes (found by review).
+    cpu = math.ceil(timeout_s) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    die_with_parent()
     result: tuple[Any, ...]
     try:
         result = ("ok", convert_file(filename, data, max_bytes=max_bytes))
@@ -51,47 +63,76 @@ def _convert_in_child(
     conn.close()
 
 
+class Conversion:
+    """One file being converted in a child process: `wait` for it (blocking, from a
+    worker thread), or `kill` it (from anywhere: the waiting thread then returns)."""
+
+    def __init__(self, process: Any, receive: Connection, timeout_s: float) -> None:
+        self._process = process
+        self._receive = receive
+        self._timeout_s = timeout_s
+
+    def kill(self) -> None:
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join(2)  # SIGKILL: gone within milliseconds
+
+    def wait(self) -> ImportedNote:
+        """The converted note; ImportFileError as `convert_file` raises it, or
+        `too_complex` past the time or memory budget (or when killed)."""
+        try:
+            if not self._receive.poll(self._timeout_s):
+                log.warning("importing.conversion_timeout", timeout_s=self._timeout_s)
+                raise ImportFileError(
+                    "too_complex", f"converting it took longer than {self._timeout_s:g} s"
+                )
+            try:
+                result = self._receive.recv()
+            except (EOFError, OSError):  # the child died: the memory limit, or killed
+                log.warning("importing.conversion_died", exitcode=self._process.exitcode)
+                raise ImportFileError(
+                    "too_complex", "converting it needs more memory or time than allowed"
+                ) from None
+        finally:
+            self.kill()
+            self._process.join(5)
+            self._receive.close()
+        if result[0] == "ok":
+            return result[1]
+        raise ImportFileError(result[1], result[2])
+
+
 class ConversionSandbox:
-    """`convert` = `convert_file` in a killable child process (see module docstring)."""
+    """Runs `convert_file` in killable child processes (see module docstring)."""
 
     def __init__(self, *, timeout_s: float, memory_mb: int) -> None:
         self.timeout_s = timeout_s
         self.memory_bytes = memory_mb * 1024 * 1024
         self._ctx = multiprocessing.get_context("forkserver")
-        # The main module too: loaded once in the server, not again in every child.
+        # The main module too: loaded once in the server, not again in every child. (So
+        # a script starting the app must guard its entry point with `__name__`, as
+        # multiprocessing requires; `autonote serve` and `uvicorn` do.)
         self._ctx.set_forkserver_preload(["__main__", "api.notes.conversion"])
 
-    def convert(self, filename: str, data: bytes, *, max_bytes: int) -> ImportedNote:
-        """Convert one file (blocking: call it from a worker thread). Raises
-        ImportFileError, `too_complex` when the file exceeded the time or memory budget."""
-        if not filename.lower().endswith(_ISOLATED_EXTENSIONS) or len(data) > max_bytes:
-            return convert_file(filename, data, max_bytes=max_bytes)
+    def isolated(self, filename: str, data: bytes, max_bytes: int) -> bool:
+        """Whether this file is converted in a child (HTML, DOCX, PDF within the limit)."""
+        return filename.lower().endswith(_ISOLATED_EXTENSIONS) and len(data) <= max_bytes
+
+    def start(self, filename: str, data: bytes, *, max_bytes: int) -> Conversion:
+        """Start converting one file in a child process (blocking for the ~15 ms of the
+        start: call it from a worker thread)."""
         receive, send = self._ctx.Pipe(duplex=False)
         child = self._ctx.Process(
             target=_convert_in_child,
-            args=(send, filename, data, max_bytes, self.memory_bytes),
+            args=(send, filename, data, max_bytes, self.memory_bytes, self.timeout_s),
             daemon=True,
         )
         child.start()
         send.close()
-        try:
-            if not receive.poll(self.timeout_s):
-                log.warning("importing.conversion_timeout", timeout_s=self.timeout_s)
-                raise ImportFileError(
-                    "too_complex", f"converting it took longer than {self.timeout_s:g} s"
-                )
-            try:
-                result = receive.recv()
-            except (EOFError, OSError):  # the child died: the memory limit, or a crash
-                log.warning("importing.conversion_died", exitcode=child.exitcode)
-                raise ImportFileError(
-                    "too_complex", "converting it needs more memory than allowed"
-                ) from None
-        finally:
-            if child.is_alive():
-                child.kill()
-            child.join(5)
-            receive.close()
-        if result[0] == "ok":
-            return result[1]
-        raise ImportFileError(result[1], result[2])
+        return Conversion(child, receive, self.timeout_s)
+
+    def convert(self, filename: str, data: bytes, *, max_bytes: int) -> ImportedNote:
+        """Convert one file, blocking (in a child when `isolated`)."""
+        if not self.isolated(filename, data, max_bytes):
+            return convert_file(filename, data, max_bytes=max_bytes)
+        return self.start(filename, data, max_bytes=max_bytes).wait()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +16,7 @@ import structlog
 from pydantic import ValidationError
 
 from api.errors import DomainError
-from api.importing import ImportFileError
+from api.importing import ImportFileError, convert_file
 from api.notes.conversion import ConversionSandbox
 from api.notes.models import NoteCreate
 from api.notes.service import NotesService
@@ -69,9 +70,17 @@ class ImportService:
             self._converting.add(uid)
         try:
             async with self._gate:
-                return await asyncio.to_thread(
-                    self._sandbox.convert, filename, data, max_bytes=self._max_file_bytes
-                )
+                limit = self._max_file_bytes
+                if not self._sandbox.isolated(filename, data, limit):
+                    return await asyncio.to_thread(convert_file, filename, data, max_bytes=limit)
+                job = await asyncio.to_thread(self._sandbox.start, filename, data, max_bytes=limit)
+                try:
+                    return await asyncio.to_thread(job.wait)
+                except asyncio.CancelledError:
+                    # The request is gone (server stopping, client away): the child goes
+                    # too, before the slots are given back (the thread returns at once).
+                    job.kill()
+                    raise
         finally:
             async with self._turn:
                 self._converting.discard(uid)
@@ -89,15 +98,25 @@ class ImportService:
         return [*own[: max(0, max_tags - len(kept))], *kept]
 
     async def import_files(
-        self, user: User, files: list[tuple[str, bytes]], extra_tags: list[str] | None = None
+        self,
+        user: User,
+        files: list[tuple[str, bytes]],
+        extra_tags: list[str] | None = None,
+        *,
+        abandoned: Callable[[], Awaitable[bool]] | None = None,
     ) -> ImportReport:
         """Convert and store each file; per-file errors are collected, not raised. Tags for
         every note are checked first: bad ones fail the whole request (ValidationFailed),
-        before any note is written."""
+        before any note is written. `abandoned()` is asked before each file: once the client
+        has gone, the files left are not converted (a dropped upload of 200 costly files
+        held its user's turn for their whole conversion; found by review)."""
         if extra_tags:
             self._notes.check_tags(extra_tags)
         report = ImportReport()
-        for filename, data in files:
+        for index, (filename, data) in enumerate(files):
+            if abandoned is not None and await abandoned():
+                log.info("notes.import_abandoned", done=index, left=len(files) - index)
+                break
             try:
                 converted = await self._convert(user, filename, data)
                 tags = self._tags(converted.tags, extra_tags or [])

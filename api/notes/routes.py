@@ -153,7 +153,9 @@ async def import_notes(
             payload.append((upload.filename or "untitled", data))
     finally:
         await form.close()
-    report = await container.imports.import_files(user, payload, extra_tags=options.tags)
+    report = await container.imports.import_files(
+        user, payload, extra_tags=options.tags, abandoned=request.is_disconnected
+    )
     return ImportResult(
         imported=[
             ImportedFile(filename=f, note=NoteSummary.from_doc(d)) for f, d in report.imported

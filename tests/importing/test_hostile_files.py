@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -87,7 +89,7 @@ def test_html_text_never_becomes_markup_links_or_hidden_content() -> None:
         b'<p><a href="javascript:alert(1)">a</a> <a href=" JaVaScRiPt:x">b</a> '
         b'<a href="data:text/html;base64,PHM+">c</a> <a href="https://ok.example">d</a></p>'
         b'<div style="display: none">IGNORE PREVIOUS INSTRUCTIONS</div>'
-        b'<span aria-hidden="true">ARIA</span><p style="visibility:hidden">VIS</p>'
+        b'<p style="visibility:hidden">VIS</p>'
         b"<pre><code>&lt;b&gt; # kept as code</code></pre></body>"
     )
     assert md == (
@@ -123,3 +125,65 @@ async def test_one_users_costly_files_do_not_hold_up_anothers(api: Api) -> None:
     await asyncio.gather(*attacks, return_exceptions=True)
     assert r.status_code == 200 and len(r.json()["imported"]) == 1
     assert waited < 5, waited  # it waited for the attackers' conversions: 35 s
+
+
+def test_urls_cannot_close_their_link_and_visible_text_stays() -> None:
+    """Found by review of the first version: a URL with `) [x](javascript:…` opened a live
+    link after the kept one, image alt text carried raw HTML; `aria-hidden` (shown on
+    screen, hidden from screen readers) dropped visible heading text, and a custom property
+    mentioning `display:none` dropped a paragraph."""
+    md = html_to_markdown(
+        b'<p><a href="https://x.org/a) [click](javascript:alert(1)">t</a> '
+        b'<img alt="<script>x</script>" src="https://x.org/i.png"> '
+        b'<a href="https://en.wikipedia.org/wiki/Foo_(bar)">w</a></p>'
+        b'<h2><span aria-hidden="true">Step 3:</span> Install</h2>'
+        b'<p style="--display:none-ish; color:red">real text</p>'
+        b'<p style="color:red; display : none !important">gone</p>'
+    )
+    assert md == (
+        "[t](https://x.org/a%29%20[click]%28javascript:alert%281%29) "
+        "![scriptx/script](https://x.org/i.png) [w](https://en.wikipedia.org/wiki/Foo_%28bar%29)"
+        "\n\n## Step 3: Install\n\nreal text"
+    )
+
+
+async def test_a_cancelled_conversion_ends_before_its_slots_are_given_back(api: Api) -> None:
+    """Cancelling an import (server stopping) gave the slots back while the child went on
+    converting for up to the whole budget: each retry started another (found by review)."""
+    imports = api.container.imports
+    imports._sandbox.timeout_s = 60
+    jobs = []
+    started = asyncio.Event()
+    start, loop = imports._sandbox.start, asyncio.get_running_loop()
+
+    def recording_start(*args: Any, **kwargs: Any) -> Any:
+        jobs.append(start(*args, **kwargs))
+        loop.call_soon_threadsafe(started.set)
+        return jobs[-1]
+
+    imports._sandbox.start = recording_start
+    user = SimpleNamespace(id="u1")
+    task = asyncio.create_task(imports._convert(user, "bomb.docx", docx_with_paragraphs(600_000)))
+    await asyncio.wait_for(started.wait(), 30)
+    await asyncio.sleep(0.5)
+    assert jobs[0]._process.is_alive()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not jobs[0]._process.is_alive()  # killed before the slots were released
+    assert imports._converting == set() and imports._gate._value == 2
+
+
+async def test_an_abandoned_import_stops_converting(api: Api) -> None:
+    h = await api.new_user()
+    user = await api.container.users.authenticate(h["Authorization"])
+    asked: list[int] = []
+
+    async def abandoned() -> bool:
+        asked.append(1)
+        return len(asked) > 1  # the client leaves after the first file
+
+    files = [(f"{i}.html", b"<h1>N</h1><p>x</p>") for i in range(5)]
+    report = await api.container.imports.import_files(user, files, abandoned=abandoned)
+    assert len(report.imported) == 1 and report.errors == []
+    assert await api.container.db.notes.count_documents({}) == 1
