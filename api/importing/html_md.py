@@ -95,6 +95,7 @@ _HIDDEN_STYLE = re.compile(
     r"(?:^|;)\s*(?:display\s*:\s*none|visibility\s*:\s*hidden)\s*(?:!important\s*)?(?:;|$)",
     re.IGNORECASE,
 )
+_CSS_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
 _URL_UNSAFE = str.maketrans({" ": "%20", "(": "%28", ")": "%29", "<": "%3C", ">": "%3E"})
 _ALT_UNSAFE = str.maketrans("", "", "<>[]")
 _UNSAFE_SCHEMES = ("javascript:", "vbscript:", "data:")
@@ -185,7 +186,8 @@ def _is_chrome(tag: Tag, texinfo: bool) -> bool:
 
 
 def _is_hidden(tag: Tag) -> bool:
-    return tag.has_attr("hidden") or bool(_HIDDEN_STYLE.search(str(tag.get("style") or "")))
+    style = _CSS_COMMENT.sub("", str(tag.get("style") or ""))
+    return tag.has_attr("hidden") or bool(_HIDDEN_STYLE.search(style))
 
 
 def _unsafe_href(href: str) -> bool:

@@ -139,6 +139,7 @@ def test_urls_cannot_close_their_link_and_visible_text_stays() -> None:
         b'<h2><span aria-hidden="true">Step 3:</span> Install</h2>'
         b'<p style="--display:none-ish; color:red">real text</p>'
         b'<p style="color:red; display : none !important">gone</p>'
+        b'<p style="/* c */display:none">gone too</p>'
     )
     assert md == (
         "[t](https://x.org/a%29%20[click]%28javascript:alert%281%29) "
