@@ -102,6 +102,14 @@ _UNSAFE_SCHEMES = ("javascript:", "vbscript:", "data:")
 _SCHEME_NOISE = re.compile(r"[\x00-\x20]+")  # browsers ignore these inside a scheme
 _LINE_START_MARKUP = re.compile(r"(?m)^([ \t]*)(#{1,6}(?=\s|$)|>|[-+](?=\s|$))")
 _LINE_START_NUMBER = re.compile(r"(?m)^([ \t]*\d{1,9})([.)](?=\s|$))")  # "1." → "1\."
+_BLOCK_TAGS = ["p", "div", "ul", "ol", "pre", "blockquote", "table", "hr", *_HEADINGS]
+
+
+def _escape_line_starts(text: str) -> str:
+    """A backslash before what would start a heading, quote or list at a line start."""
+    return _LINE_START_NUMBER.sub(r"\1\\\2", _LINE_START_MARKUP.sub(r"\1\\\2", text))
+
+
 MAX_COLSPAN = 10  # GFM has no colspan: the cell is padded, and 1000 made 2 000 bytes of "|"
 MAX_DEPTH = 400  # below markdownify's recursion limit; real pages nest far less
 
@@ -111,8 +119,14 @@ class _NoteConverter(MarkdownConverter):
 
     def escape(self, text: str, parent_tags: set[str]) -> str:
         text = super().escape(text, parent_tags)
-        text = _LINE_START_MARKUP.sub(r"\1\\\2", text.replace("<", "\\<"))
-        return _LINE_START_NUMBER.sub(r"\1\\\2", text)
+        return _escape_line_starts(text.replace("<", "\\<"))
+
+    def convert_p(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        # Text nodes are escaped one by one, so `<span>1</span>. item` still made a list
+        # item: a paragraph of inline content is escaped again as a whole.
+        if el.find(_BLOCK_TAGS) is None:
+            text = _escape_line_starts(text.strip(" \t\r\n"))
+        return super().convert_p(el, text, parent_tags)
 
     def convert_td(self, el: Tag, text: str, parent_tags: set[str]) -> str:
         return super().convert_td(el, _escape_cell(text), parent_tags)

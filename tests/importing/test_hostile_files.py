@@ -188,3 +188,13 @@ async def test_an_abandoned_import_stops_converting(api: Api) -> None:
     report = await api.container.imports.import_files(user, files, abandoned=abandoned)
     assert len(report.imported) == 1 and report.errors == []
     assert await api.container.db.notes.count_documents({}) == 1
+
+
+def test_line_starts_are_escaped_across_inline_elements() -> None:
+    """Escaping text nodes one by one left `<span>1</span>. item` a live list item (found
+    by review); a paragraph holding a real list (sloppy HTML) keeps the list."""
+    md = html_to_markdown(
+        b"<p><span>1</span>. item</p><p>2<span>.</span> two</p>"
+        b"<p>text<ul><li>x</li></ul></p><ol><li>real</li></ol>"
+    )
+    assert md == "1\\. item\n\n2\\. two\n\ntext\n\n- x\n\n1. real"
