@@ -18,8 +18,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from api.chat.routes import router as chat_router
 from api.chat.service import ChatService
 from api.config import Settings, load_settings
-from api.db.client import create_client, ensure_indexes
-from api.db.embedded import embedded_server
+from api.db.client import ensure_indexes, open_database
 from api.deps import Container, ContainerDep
 from api.error_handlers import install_error_handlers
 from api.errors import DatabaseUnavailable, Unauthorized
@@ -94,15 +93,7 @@ def build_lifespan(settings: Settings):
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
-            embedded = None
-            url = settings.mongodb_url
-            if url is None:
-                embedded = await stack.enter_async_context(
-                    embedded_server(settings.autonote_data_dir)
-                )
-                url = embedded.url
-            client = create_client(url, timeout_ms=settings.mongodb_timeout_ms)
-            stack.push_async_callback(client.close)
+            client, embedded = await stack.enter_async_context(open_database(settings))
             db = client[settings.mongodb_db]
             await ensure_indexes(db, cache_ttl_days=settings.autonote_embedding_cache_days)
 

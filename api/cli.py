@@ -276,22 +276,13 @@ def users_create(name: Annotated[str, typer.Argument(help="Display name of the u
 
 def database(settings: Settings):
     """Connect (starting/attaching the embedded server if MONGODB_URL is unset)."""
-    from contextlib import AsyncExitStack, asynccontextmanager
+    from contextlib import asynccontextmanager
 
-    from api.db.client import create_client, ensure_indexes
-    from api.db.embedded import embedded_server
+    from api.db.client import ensure_indexes, open_database
 
     @asynccontextmanager
     async def ctx():
-        async with AsyncExitStack() as stack:
-            url = settings.mongodb_url
-            if url is None:
-                embedded = await stack.enter_async_context(
-                    embedded_server(settings.autonote_data_dir)
-                )
-                url = embedded.url
-            client = create_client(url, timeout_ms=settings.mongodb_timeout_ms)
-            stack.push_async_callback(client.close)
+        async with open_database(settings) as (client, _):
             db = client[settings.mongodb_db]
             await ensure_indexes(db, cache_ttl_days=settings.autonote_embedding_cache_days)
             yield db

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+
 import structlog
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, IndexModel
 from pymongo.asynchronous.database import AsyncDatabase
@@ -16,6 +19,8 @@ from pymongo.errors import (
     WTimeoutError,
 )
 
+from api.config import Settings
+from api.db.embedded import EmbeddedMongo, embedded_server
 from api.observability import MongoSpanListener
 
 log = structlog.get_logger(__name__)
@@ -39,6 +44,27 @@ def is_unavailable(exc: BaseException) -> bool:
     if isinstance(exc, UNAVAILABLE_ERRORS):
         return True
     return isinstance(exc, PyMongoError) and exc.timeout  # CSOT timeouts
+
+
+@asynccontextmanager
+async def open_database(
+    settings: Settings, *, must_exist: bool = False
+) -> AsyncIterator[tuple[AsyncMongoClient, EmbeddedMongo | None]]:
+    """A client for MONGODB_URL, or else for the embedded server of AUTONOTE_DATA_DIR
+    (attached or started, kept up while open: `embedded_server`), with the embedded server
+    or None. At the end the client is closed, and the server stopped if this process
+    started it. `must_exist`: refuse a data directory that holds no database."""
+    async with AsyncExitStack() as stack:
+        embedded = None
+        url = settings.mongodb_url
+        if url is None:
+            embedded = await stack.enter_async_context(
+                embedded_server(settings.autonote_data_dir, must_exist=must_exist)
+            )
+            url = embedded.url
+        client = create_client(url, timeout_ms=settings.mongodb_timeout_ms)
+        stack.push_async_callback(client.close)
+        yield client, embedded
 
 
 def create_client(

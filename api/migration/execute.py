@@ -75,20 +75,11 @@ async def connect(settings: Settings, *, read_only: bool) -> AsyncIterator[Async
     indexes: a dry run must not change the database, not even by creating collections."""
     import pymongo
 
-    from api.db.client import create_client, ensure_indexes
-    from api.db.embedded import embedded_server
+    from api.db.client import ensure_indexes, open_database
 
-    async with AsyncExitStack() as stack:
-        url = settings.mongodb_url
-        if url is None:
-            # Never create an embedded database here: a mistyped AUTONOTE_DATA_DIR would
-            # be migrated or checked as an empty, healthy one.
-            embedded = await stack.enter_async_context(
-                embedded_server(settings.autonote_data_dir, must_exist=True)
-            )
-            url = embedded.url
-        client = create_client(url, timeout_ms=settings.mongodb_timeout_ms)
-        stack.push_async_callback(client.close)
+    # must_exist: a mistyped AUTONOTE_DATA_DIR must not be migrated or checked as a new,
+    # empty and healthy database.
+    async with open_database(settings, must_exist=True) as (client, _):
         db = client[settings.mongodb_db]
         with pymongo.timeout(max(settings.mongodb_timeout_ms / 1000, 1.0)):
             await db.command("ping")
