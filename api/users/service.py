@@ -53,25 +53,29 @@ class TokenBucket:
         """Consume one token; return seconds to wait when empty, None when allowed."""
         if self.rate_per_minute <= 0:
             return None
-        capacity = float(self.rate_per_minute)
-        refill = capacity / 60.0
         now = self.clock()
-        tokens, last = self._state.get(key, (capacity, now))
-        tokens = min(capacity, tokens + (now - last) * refill)
-        if tokens < 1.0:
-            self._state[key] = (tokens, now)
-            return max(1, math.ceil((1.0 - tokens) / refill))
-        self._state[key] = (tokens - 1.0, now)
-        return None
+        tokens = self._tokens(key, now)
+        wait = self._wait(tokens)
+        self._state[key] = (tokens if wait else tokens - 1.0, now)
+        return wait
 
     def empty(self, key: str) -> int | None:
         """Seconds until `key` has a token again, None when it has one (nothing consumed)."""
         if self.rate_per_minute <= 0 or key not in self._state:
             return None
-        refill = self.rate_per_minute / 60.0
-        tokens, last = self._state[key]
-        tokens = min(float(self.rate_per_minute), tokens + (self.clock() - last) * refill)
-        return None if tokens >= 1.0 else max(1, math.ceil((1.0 - tokens) / refill))
+        return self._wait(self._tokens(key, self.clock()))
+
+    def _tokens(self, key: str, now: float) -> float:
+        """`key`'s tokens at `now`: refilled since its last request, at most the capacity."""
+        capacity = float(self.rate_per_minute)
+        tokens, last = self._state.get(key, (capacity, now))
+        return min(capacity, tokens + (now - last) * capacity / 60.0)
+
+    def _wait(self, tokens: float) -> int | None:
+        """Whole seconds until there is one token, None when there is one now."""
+        if tokens >= 1.0:
+            return None
+        return max(1, math.ceil((1.0 - tokens) / (self.rate_per_minute / 60.0)))
 
 
 def _write_secret(path: Path, secret: str) -> Path:
