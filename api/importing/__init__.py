@@ -6,6 +6,7 @@ Callers (the import route and `autonote import`) use `convert_file` per file and
 
 from api.importing.converters import (
     SUPPORTED_EXTENSIONS,
+    TEXT_EXTENSIONS,
     ImportedNote,
     ImportErrorCode,
     ImportFileError,
@@ -18,6 +19,7 @@ from api.importing.pdf_text import pdf_to_markdown
 
 __all__ = [
     "SUPPORTED_EXTENSIONS",
+    "TEXT_EXTENSIONS",
     "ImportErrorCode",
     "ImportFileError",
     "ImportedNote",

@@ -36,6 +36,7 @@ from api.importing.metadata import (
 )
 from api.importing.models import (
     SUPPORTED_EXTENSIONS,
+    TEXT_EXTENSIONS,
     ImportedNote,
     ImportErrorCode,
     ImportFileError,
@@ -54,7 +55,6 @@ __all__ = [
 
 log = structlog.get_logger(__name__)
 
-_TEXT_EXTENSIONS = frozenset({".md", ".markdown", ".txt"})
 _HTML_EXTENSIONS = frozenset({".html", ".htm"})
 _UTF16_32_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_LE)
 _SNIFF_BYTES = 8192
@@ -134,7 +134,7 @@ def convert_file(filename: str, data: bytes, *, max_bytes: int = 2_000_000) -> I
     if not data.strip():
         raise ImportFileError("empty", "the file is empty")
     try:
-        if ext in _TEXT_EXTENSIONS:
+        if ext in TEXT_EXTENSIONS:
             note = _convert_text(name, data)
         elif ext in _HTML_EXTENSIONS:
             note = _convert_html(name, data)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(
-    {".md", ".markdown", ".txt", ".html", ".htm", ".docx", ".pdf"}
-)
+# Stored as written (read in-process); every other supported type goes through a parser.
+TEXT_EXTENSIONS: frozenset[str] = frozenset({".md", ".markdown", ".txt"})
+SUPPORTED_EXTENSIONS: frozenset[str] = TEXT_EXTENSIONS | {".html", ".htm", ".docx", ".pdf"}
 
 ImportErrorCode = Literal[
     "unsupported_type",

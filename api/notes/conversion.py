@@ -23,11 +23,18 @@ from typing import Any
 import structlog
 
 from api.db.embedded import die_with_parent
-from api.importing import ImportedNote, ImportFileError, convert_file
+from api.importing import (
+    SUPPORTED_EXTENSIONS,
+    TEXT_EXTENSIONS,
+    ImportedNote,
+    ImportFileError,
+    convert_file,
+)
 
 log = structlog.get_logger(__name__)
 
-_ISOLATED_EXTENSIONS = (".html", ".htm", ".docx", ".pdf")
+# Every type that goes through a parser (text files are stored as written).
+_ISOLATED_EXTENSIONS = tuple(sorted(SUPPORTED_EXTENSIONS - TEXT_EXTENSIONS))
 
 
 def _convert_in_child(
