@@ -159,7 +159,7 @@ def import_files(
     import httpx
 
     settings = settings_or_exit()
-    from api.importing import iter_import_paths
+    from api.importing import iter_import_paths, upload_name
 
     key = api_key
     key_file = settings.autonote_data_dir / "api_key"
@@ -187,7 +187,7 @@ def import_files(
             upload, sent = [], []
             for path in group:
                 try:
-                    upload.append(("files", (str(path), path.read_bytes())))
+                    upload.append(("files", (upload_name(path, paths), path.read_bytes())))
                     sent.append(path)
                 except OSError as exc:
                     failed += 1

@@ -51,6 +51,7 @@ __all__ = [
     "convert_file",
     "html_to_markdown",
     "iter_import_paths",
+    "upload_name",
 ]
 
 log = structlog.get_logger(__name__)
@@ -162,6 +163,21 @@ def convert_file(filename: str, data: bytes, *, max_bytes: int = 2_000_000) -> I
 
 def _is_hidden(name: str) -> bool:
     return name.startswith(".")
+
+
+def upload_name(file: Path, roots: list[Path]) -> str:
+    """The name `autonote import` sends for `file`: its path from the folder argument it was
+    found in, that folder's own name first (`vault/daily/monday.md`), or the bare file name.
+    Sending the local path told the server (and its logs, and every reply) the user's home
+    directory layout, e.g. `/home/alice/clients/acme/...`."""
+    for root in roots:
+        if root.is_dir():
+            try:
+                parts = file.relative_to(root).parts
+            except ValueError:
+                continue
+            return PurePosixPath(root.resolve().name or "root", *parts).as_posix()
+    return file.name
 
 
 def iter_import_paths(

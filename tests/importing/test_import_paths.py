@@ -98,3 +98,20 @@ def test_fifo_in_tree_is_not_yielded(vault: Path) -> None:
     os.mkfifo(vault / "Reading" / "pipe.md")
     found = rel(list(iter_import_paths([vault / "Reading"])), vault)
     assert found == ["Reading/notes.txt", "Reading/page.HTML", "Reading/paper.pdf"]
+
+
+def test_upload_names_are_relative_to_the_folder_argument(
+    vault: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`autonote import` sent each file's local path (`/home/alice/...`) as its name."""
+    from api.importing import upload_name
+
+    loose = tmp_path / "loose.md"
+    loose.write_text("x")
+    files = list(iter_import_paths([vault, loose]))
+    names = [upload_name(f, [vault, loose]) for f in files]
+    assert {"vault/b.md", "vault/Inbox.md", "vault/Projects/Sub/Deep.markdown"} <= set(names)
+    assert names[-1] == "loose.md"
+    assert not any(str(tmp_path) in n for n in names)
+    monkeypatch.chdir(vault)  # `autonote import .`: the folder's own name
+    assert upload_name(Path("Projects/Alpha.md"), [Path(".")]) == "vault/Projects/Alpha.md"

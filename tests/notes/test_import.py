@@ -230,6 +230,11 @@ def test_cli_import_of_a_vault(make_settings: Any, tmp_path: Path) -> None:
         assert result.exit_code == 0, result.output
         assert "3 imported, 0 failed, 1 skipped" in result.output
         assert "workspace.md" not in result.output
+        # Names are the vault's own paths, not the local ones (which told the server the
+        # user's directory layout).
+        assert "imported     vault/daily/monday.md -> " in result.output
+        imported = [line for line in result.output.splitlines() if line.startswith("imported")]
+        assert len(imported) == 3 and not any(str(tmp_path) in line for line in imported)
         listing = httpx.get(
             f"{served.url}/v1/notes",
             params={"tag": "vault"},
