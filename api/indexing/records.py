@@ -8,6 +8,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from api.db.ids import new_object_id
 from api.services.chunking import MarkdownChunk
 
 
@@ -31,6 +32,7 @@ def chunk_document(
     """One `note_chunks` document: the chunk, its note's owner and tags (denormalised so
     search filters need no join), and the embedding with the model that made it."""
     return {
+        "_id": new_object_id(),
         "note_id": note["_id"],
         "author_id": note["author_id"],
         "tags": list(note.get("tags") or []),

@@ -10,6 +10,7 @@ from bson import ObjectId
 from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 
+from api.db.ids import new_object_id
 from api.notes.versioning import NEXT_VERSION, WHOLE_VERSION
 
 _LIST_PROJECTION = {"content_md": 0}
@@ -38,8 +39,9 @@ class NotesRepository:
         self.collection = db.notes
 
     async def insert(self, doc: dict[str, Any]) -> dict[str, Any]:
-        result = await self.collection.insert_one(doc)
-        return {**doc, "_id": result.inserted_id}
+        doc = {"_id": new_object_id(), **doc}
+        await self.collection.insert_one(doc)
+        return doc
 
     async def get(self, note_id: ObjectId, author_id: ObjectId) -> dict[str, Any] | None:
         return await self.collection.find_one({"_id": note_id, "author_id": author_id})

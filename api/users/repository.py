@@ -8,6 +8,8 @@ from typing import Any
 from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
 
+from api.db.ids import new_object_id
+
 
 class UsersRepository:
     """Users and their hashed API keys."""
@@ -22,7 +24,7 @@ class UsersRepository:
     async def insert_user(self, name: str, now: datetime, *, default: bool = False) -> ObjectId:
         """Insert a user. `default=True` marks the one created on an empty database: a
         unique index on the mark lets only one process create it (DuplicateKeyError)."""
-        doc: dict[str, Any] = {"name": name, "created_at": now}
+        doc: dict[str, Any] = {"_id": new_object_id(), "name": name, "created_at": now}
         if default:
             doc["default_user"] = True
         result = await self._users.insert_one(doc)
@@ -40,6 +42,7 @@ class UsersRepository:
     ) -> ObjectId:
         result = await self._keys.insert_one(
             {
+                "_id": new_object_id(),
                 "user_id": user_id,
                 "key_hash": key_hash,
                 "prefix": prefix,
