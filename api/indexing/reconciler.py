@@ -32,6 +32,7 @@ from api.indexing.chunks_repository import ChunksRepository
 from api.indexing.records import backoff_seconds, chunk_document, index_fields, index_stats
 from api.indexing.vectors import to_bson_vector
 from api.notes.queue import IndexQueue
+from api.notes.stored import check_indexable, note_content, note_status, note_tags, note_title
 from api.notes.versioning import whole_version
 from connectors.embeddings.base import EmbeddingError
 
@@ -193,11 +194,11 @@ class Reconciler:
     async def _index(self, note: dict[str, Any], token: str) -> dict[str, Any] | None:
         started = time.perf_counter()
         note_id, version = note["_id"], whole_version(note.get("version"))
-        if note.get("status") != "active":
+        if note_status(note) != "active":
             return await self._remove(note, token, started)
-
+        check_indexable(note)  # a legacy document's list content: failed at once, with why
         chunks = await asyncio.to_thread(
-            self.chunker.chunk_note, note.get("content_md") or "", note.get("title") or ""
+            self.chunker.chunk_note, note_content(note), note_title(note)
         )
         hashes = [c.content_hash for c in chunks]
         existing = await self.chunks.for_note(note_id, with_vectors=True)
@@ -212,8 +213,9 @@ class Reconciler:
         ):
             # Nothing to re-embed or swap (re-queued for tags, restore of an intact note,
             # or a no-op re-index): keep the chunks, refresh the denormalised tags.
-            if any(d.get("tags") != note.get("tags") for d in current):
-                await self.chunks.set_tags(note_id, version, list(note.get("tags") or []))
+            tags = note_tags(note)
+            if any(d.get("tags") != tags for d in current):
+                await self.chunks.set_tags(note_id, version, tags)
             stats = index_stats(len(chunks), 0, 0, started)
             return await self._complete(note, token, version, chunks, stats, written=0)
 

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from api.db.ids import new_object_id
+from api.notes.stored import note_tags
 from api.services.chunking import MarkdownChunk
 
 
@@ -35,7 +36,7 @@ def chunk_document(
         "_id": new_object_id(),
         "note_id": note["_id"],
         "author_id": note["author_id"],
-        "tags": list(note.get("tags") or []),
+        "tags": note_tags(note),
         "note_version": version,
         "chunk_index": chunk.chunk_index,
         "total_chunks": chunk.total_chunks,

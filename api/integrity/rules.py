@@ -20,6 +20,7 @@ from typing import Any, Literal
 from bson import ObjectId
 from bson.binary import Binary
 
+from api.notes.stored import note_content, note_status
 from api.notes.versioning import whole_version
 
 Kind = Literal[
@@ -268,7 +269,7 @@ def _chunk_problems(
         # The note was edited since: its text is the next version's, these chunks still
         # (rightly) describe the indexed one until the reconciler flips.
         return
-    content = note.get("content_md") or ""
+    content = note_content(note)
     problem = _offsets_problem(chunk, content)
     if problem:
         acc.add("bad_offsets", f"chunk {cid}: {problem}", cid, delete=True)
@@ -303,7 +304,7 @@ def check_note(
     chunks = list(chunks)
     acc = _Acc(note["_id"])
     busy = note.get("index_status") in QUEUED
-    if note.get("status") != "active":
+    if note_status(note) != "active":
         if chunks and not busy:
             # The reconciler's removal path deletes them under its lease.
             detail = (

@@ -17,8 +17,9 @@ from typing import Any
 import structlog
 
 from api.migration.reuse import ESTIMATE_PROJECTION, ReuseLookup
-from api.migration.selection import REASONS, Selection, reason
+from api.migration.selection import REASONS, Selection, reason, unaddressable_detail
 from api.notes.migration_queue import MigrationNotes
+from api.notes.stored import check_indexable, note_content, note_title
 
 log = structlog.get_logger(__name__)
 
@@ -112,7 +113,8 @@ def chunk_batch(
     texts: list[str] = []
     for doc in docs:
         try:
-            chunks = chunker.chunk_note(doc.get("content_md") or "", doc.get("title") or "")
+            check_indexable(doc)
+            chunks = chunker.chunk_note(note_content(doc), note_title(doc))
         except Exception as exc:  # hostile input: report it, estimate the rest
             per_note.append(exc)
             continue
@@ -143,6 +145,9 @@ async def estimate(
     """Chunk and count every selected note (read-only). `selection.embedding_model` is the
     model key chunks record; `model_name` the provider's model (for the price)."""
     result = Estimate(model=model_name, price_per_million=price_per_million(provider, model_name))
+    for note_id in await notes.unaddressable(selection):
+        result.notes += 1
+        result.unchunkable.append((str(note_id), unaddressable_detail(note_id)))
     bounds = await notes.id_range(selection)
     if bounds is None:
         return result

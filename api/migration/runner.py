@@ -25,7 +25,7 @@ from bson import ObjectId
 
 from api.db.client import is_unavailable
 from api.indexing.reconciler import Reconciler
-from api.migration.selection import Selection, Verdict, settle
+from api.migration.selection import Selection, Verdict, settle, unaddressable_detail
 from api.notes.migration_queue import MigrationNotes
 
 log = structlog.get_logger(__name__)
@@ -178,7 +178,10 @@ class MigrationRunner:
         total = await self.notes.count(self.selection)
         if self.selection.limit is not None:
             total = min(total, self.selection.limit)
-        self.stats.selected = total
+        odd = await self.notes.unaddressable(self.selection)
+        for note_id in odd:
+            self.stats.record(NoteResult(note_id, "failed", detail=unaddressable_detail(note_id)))
+        self.stats.selected = total + len(odd)
         bounds = await self.notes.id_range(self.selection)
         log.info(
             "migration.started",

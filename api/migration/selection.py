@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from bson import ObjectId
 
+from api.notes.stored import note_status
 from api.notes.versioning import WHOLE_VERSION, is_whole_version, whole_version
 
 Reason = Literal[
@@ -60,9 +61,15 @@ class Selection:
     include_failed: bool = True
     limit: int | None = None
 
-    def base_filter(self, *, active_only: bool = True) -> dict[str, Any]:
-        """The operator's filters only (active notes, authors, created_at)."""
-        query: dict[str, Any] = {"status": "active"} if active_only else {}
+    def base_filter(self, *, active_only: bool = True, addressable: bool = True) -> dict[str, Any]:
+        """The operator's filters only (active notes, authors, created_at). A note with no
+        `status` (older documents) is active, as the API reads it; enqueueing stores it.
+        `addressable`: only notes whose `_id` is an ObjectId, the only ids the API can
+        address (False: only the others, which the run reports instead of indexing). Range
+        pages over `_id` compare one BSON type only, so mixed ids were also never reached."""
+        query: dict[str, Any] = {"status": {"$in": ["active", None]}} if active_only else {}
+        kind = {"$type": "objectId"}
+        query["_id"] = kind if addressable else {"$not": kind}
         if self.authors:
             query["author_id"] = {"$in": list(self.authors)}
         if self.since is not None:
@@ -87,9 +94,9 @@ class Selection:
             },
         }
 
-    def query(self) -> dict[str, Any]:
+    def query(self, *, addressable: bool = True) -> dict[str, Any]:
         """Notes that need indexing under these filters."""
-        query = {**self.base_filter(), "$nor": [self.up_to_date()]}
+        query = {**self.base_filter(addressable=addressable), "$nor": [self.up_to_date()]}
         if not self.include_failed:
             query["index_status"] = {"$ne": "failed"}
         return query
@@ -110,22 +117,42 @@ def _fill(field_name: str, default: Any) -> dict[str, Any]:
     return {"$ifNull": [f"${field_name}", default]}
 
 
+def unaddressable_detail(note_id: Any) -> str:
+    """Why a note whose `_id` is not an ObjectId is reported instead of indexed."""
+    return (
+        f"_id is {type(note_id).__name__} {note_id!r}, not an ObjectId: the API cannot address "
+        "this note; insert it again with an ObjectId _id"
+    )
+
+
+def _as_date(path: str) -> dict[str, Any]:
+    """A stored time as a date (ISO strings, epoch milliseconds, an ObjectId's second), or
+    null."""
+    return {"$convert": {"input": path, "to": "date", "onError": None, "onNull": None}}
+
+
 def enqueue_update(now: datetime) -> list[dict[str, Any]]:
     """Put a note on the indexing queue WITHOUT clobbering anything.
 
-    Only missing fields are filled (`version` → 1, `updated_at` → `created_at`, the index
-    fields → their empty values); title, content and tags are never written, and an existing
+    Only missing fields are filled (`version` → 1, `status` → active, `updated_at` →
+    `created_at`, the index fields → their empty values) and times stored as strings or
+    numbers become dates (else the `_id`'s second, else now: a string `created_at` sorted
+    apart from every date in listings and broke their cursors); title, content and tags are
+    never written (readers take their legacy shapes, `api.notes.stored`), and an existing
     `version` is only rewritten as every reader already reads it (`WHOLE_VERSION`: a legacy
     "3" or 3.0 becomes 3, junk becomes 1), so an edit the API makes at any moment survives
     whichever write lands first:
     the API's writes also just set `pending`, and versions only grow. The attempt budget is
     reset, so `failed` notes and notes whose workers died are retried.
     """
+    created = {"$ifNull": [_as_date("$created_at"), _as_date("$_id"), {"$literal": now}]}
     return [
+        {"$set": {"created_at": created, "status": _fill("status", "active")}},
         {
             "$set": {
                 "version": WHOLE_VERSION,
-                "updated_at": {"$ifNull": ["$updated_at", _fill("created_at", now)]},
+                # "$created_at" is the date the stage above stored.
+                "updated_at": {"$ifNull": [_as_date("$updated_at"), "$created_at"]},
                 "changed_at": _fill("changed_at", now),
                 "indexed_version": _fill("indexed_version", None),
                 "chunk_count": _fill("chunk_count", 0),
@@ -139,7 +166,7 @@ def enqueue_update(now: datetime) -> list[dict[str, Any]]:
                 "index_attempts": 0,
                 "index_error": None,
             }
-        }
+        },
     ]
 
 
@@ -206,7 +233,7 @@ def settle(note: dict[str, Any] | None, now: datetime, max_attempts: int) -> Ver
     """
     if note is None:
         return Verdict("skipped", detail="deleted")
-    if note.get("status") != "active":
+    if note_status(note) != "active":
         return Verdict("skipped", detail="trashed")
     status = note.get("index_status")
     if status == "indexed":

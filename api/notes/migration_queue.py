@@ -30,6 +30,11 @@ class MigrationNotes:
         """How many notes need indexing (one scan; `limit` not applied)."""
         return await self.collection.count_documents(selection.query())
 
+    async def unaddressable(self, selection: Selection, limit: int = 1000) -> list[Any]:
+        """Ids of selected notes whose `_id` is not an ObjectId (reported, not indexed)."""
+        cursor = self.collection.find(selection.query(addressable=False), {"_id": 1})
+        return [doc["_id"] async for doc in cursor.limit(limit)]
+
     async def id_range(self, selection: Selection) -> tuple[Any, Any] | None:
         """(first, last) `_id` of the selected notes, or None when nothing is selected. The
         run stops at `last`: notes created after it started are the API's to index."""

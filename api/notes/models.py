@@ -7,6 +7,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from api.notes.stored import (
+    note_content,
+    note_created_at,
+    note_status,
+    note_tags,
+    note_title,
+    note_updated_at,
+)
 from api.notes.versioning import whole_version
 from api.schemas import TEXT_PATTERN, Tag, clean_tags, utf8_clean
 
@@ -136,13 +144,13 @@ class NoteOut(BaseModel):
     def from_doc(cls, doc: dict[str, Any]) -> NoteOut:
         return cls(
             id=str(doc["_id"]),
-            title=doc.get("title", ""),
-            content_md=doc.get("content_md", ""),
-            tags=list(doc.get("tags") or []),
-            status=doc.get("status", "active"),
+            title=note_title(doc),
+            content_md=note_content(doc),
+            tags=note_tags(doc),
+            status=note_status(doc),
             version=whole_version(doc.get("version")),
-            created_at=doc["created_at"],
-            updated_at=doc.get("updated_at") or doc["created_at"],
+            created_at=note_created_at(doc),
+            updated_at=note_updated_at(doc),
             index_status=doc.get("index_status") or "pending",
             indexed_version=doc.get("indexed_version"),
             index_error=doc.get("index_error"),

@@ -22,6 +22,7 @@ from api.errors import (
 from api.indexing.chunks_repository import ChunksRepository
 from api.notes.models import NoteCreate, NotePatch
 from api.notes.repository import NotesRepository, pending_fields
+from api.notes.stored import note_created_at
 from api.notes.versioning import whole_version
 from api.schemas import normalize_tags
 from api.users.models import User
@@ -75,8 +76,7 @@ _CURSOR = re.compile(CURSOR_PATTERN)
 
 
 def encode_cursor(doc: dict[str, Any]) -> str:
-    created: datetime = doc["created_at"]
-    millis = int(created.timestamp() * 1000)
+    millis = max(0, int(note_created_at(doc).timestamp() * 1000))
     return f"{millis}-{doc['_id']}"
 
 

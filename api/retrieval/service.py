@@ -18,11 +18,12 @@ from bson import ObjectId
 from api import observability as obs
 from api.errors import ServiceUnavailable
 from api.notes.repository import NotesSearchQueries
+from api.notes.stored import note_content, note_tags, note_title, note_updated_at
 from api.notes.versioning import whole_version
 from api.retrieval.backends import Mode, QueryVector, SearchBackend
 from api.retrieval.fusion import fuse_chunk_lists
 from api.retrieval.grouping import group_by_note, rank_note_ids
-from api.retrieval.models import NoteMeta, NoteResult, SearchFilters, SectionMatch, as_utc
+from api.retrieval.models import NoteMeta, NoteResult, SearchFilters, SectionMatch
 from api.retrieval.sync import note_meta
 from connectors.embeddings.base import EmbeddingError
 
@@ -275,7 +276,7 @@ class RetrievalService:
             # stays usable (and sibling sections stay apart, see grouping._joins).
             versions = {h.note_id: h.note_version for h in hits}
             contents = {
-                str(d["_id"]): d.get("content_md", "")
+                str(d["_id"]): note_content(d)
                 for d in full
                 if _text_of(d, versions.get(str(d["_id"])))
             }
@@ -314,23 +315,23 @@ def note_level_results(docs: list[dict[str, Any]], query: str, limit: int) -> li
     terms = {t.lower() for t in _WORD.findall(query) if len(t) > 1}
     scored: list[tuple[float, dict[str, Any]]] = []
     for doc in docs:
-        content = doc.get("content_md", "")
+        content = note_content(doc)
         words = [w.lower() for w in _WORD.findall(content)]
-        title_words = [w.lower() for w in _WORD.findall(doc.get("title", ""))]
+        title_words = [w.lower() for w in _WORD.findall(note_title(doc))]
         tf = sum(1 for w in words if w in terms) + 3 * sum(1 for w in title_words if w in terms)
         if tf:
             scored.append((tf / (1 + len(words)) ** 0.5, doc))
     scored.sort(key=lambda item: (-item[0], str(item[1]["_id"])))
     results = []
     for score, doc in scored[:limit]:
-        content = doc.get("content_md", "")
-        title = doc.get("title", "")
+        content = note_content(doc)
+        title = note_title(doc)
         results.append(
             NoteResult(
                 note_id=str(doc["_id"]),
                 title=title,
-                tags=list(doc.get("tags") or []),
-                updated_at=as_utc(doc["updated_at"]),
+                tags=note_tags(doc),
+                updated_at=note_updated_at(doc),
                 score=round(score, 6),
                 matching_chunks=[
                     SectionMatch(

@@ -24,6 +24,7 @@ from api.indexing.chunks_repository import ChunksRepository
 from api.indexing.vectors import from_bson_vector
 from api.notes.queue import IndexQueue
 from api.notes.repository import NotesSearchQueries
+from api.notes.stored import note_status, note_tags, note_title, note_updated_at
 from api.retrieval.local_index import LocalIndex
 from api.retrieval.models import ChunkRecord, NoteMeta, as_utc
 from api.tasks import cancel_and_wait
@@ -38,9 +39,9 @@ def note_meta(doc: dict[str, Any]) -> NoteMeta:
     return NoteMeta(
         note_id=str(doc["_id"]),
         author_id=str(doc["author_id"]),
-        title=doc.get("title", ""),
-        tags=list(doc.get("tags") or []),
-        updated_at=as_utc(doc.get("updated_at") or doc.get("created_at") or datetime.now(UTC)),
+        title=note_title(doc),
+        tags=note_tags(doc),
+        updated_at=note_updated_at(doc),
         indexed_version=doc.get("indexed_version"),
     )
 
@@ -60,7 +61,7 @@ def chunk_record(doc: dict[str, Any]) -> ChunkRecord:
         content_md=doc.get("content_md", ""),
         start_offset=int(doc.get("start_offset", 0)),
         end_offset=int(doc.get("end_offset", 0)),
-        tags=list(doc.get("tags") or []),
+        tags=note_tags(doc),
         chunk_type=doc.get("chunk_type", "text"),
         embedding_text=f"{section_path}\n\n{doc.get('content_md', '')}",
         vector=from_bson_vector(doc["embedding"]),
@@ -131,7 +132,7 @@ class LocalIndexSync:
         """Bring one note up to date from its (just committed) document."""
         note_id = str(note["_id"])
         version = note.get("indexed_version")
-        if note.get("status") != "active" or version is None:
+        if note_status(note) != "active" or version is None:
             self.index.remove_note(note_id)
             self._applied.pop(note_id, None)
             return

@@ -1,0 +1,121 @@
+"""Note documents as they may be stored, read into the shape the rest of the code expects.
+
+The API writes one shape, but the migration exists for databases an older app (or a person)
+wrote: a `created_at` string, `tags: "ops"`, a dict among the tags, `title: null`, no
+`status`. Read raw, one such note made its owner's whole listing a 500, stopped the local
+search index from loading (so the API would not start) and split `"ops"` into three tags
+(found by review). Every reader of a stored note's fields goes through these functions;
+what cannot be read as text makes the note unindexable with a reason
+(`unindexable_reason`), never a crash. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from bson import ObjectId
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def as_text(value: Any) -> str | None:
+    """A stored text field: a string as is, a missing one as "", a number as written;
+    None for anything else (a list, a dict, binary, a boolean)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def note_title(doc: dict[str, Any]) -> str:
+    """The note's title ("" when it cannot be read as text)."""
+    return as_text(doc.get("title")) or ""
+
+
+def note_content(doc: dict[str, Any]) -> str:
+    """The note's markdown ("" when it cannot be read as text: see `unindexable_reason`)."""
+    return as_text(doc.get("content_md")) or ""
+
+
+def note_tags(doc: dict[str, Any]) -> list[str]:
+    """The note's tags as a list of strings: a lone string is one tag (not its letters),
+    numbers are written out, anything else in the list is left out, duplicates once."""
+    value = doc.get("tags")
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        return []
+    tags: list[str] = []
+    for item in items:
+        text = as_text(item) if item is not None else None
+        if text and text not in tags:
+            tags.append(text)
+    return tags
+
+
+def note_status(doc: dict[str, Any]) -> Literal["active", "trashed"]:
+    """`active` when the status is "active" or missing (older documents had none); any other
+    value (`trashed`, or one this app never wrote, such as "archived") is not active."""
+    return "active" if doc.get("status") in (None, "active") else "trashed"
+
+
+def as_datetime(value: Any) -> datetime | None:
+    """A stored time as an aware UTC datetime: a BSON date, an ISO 8601 string or epoch
+    milliseconds (as MongoDB's `$convert` reads a number); None when it is none of those."""
+    try:
+        if isinstance(value, datetime):
+            return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        if isinstance(value, str):
+            parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return datetime.fromtimestamp(value / 1000, UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
+    return None
+
+
+def note_created_at(doc: dict[str, Any]) -> datetime:
+    """When the note was created: its `created_at`, else its ObjectId's second, else 1970."""
+    created = as_datetime(doc.get("created_at"))
+    if created is not None:
+        return created
+    oid = doc.get("_id")
+    return oid.generation_time if isinstance(oid, ObjectId) else EPOCH
+
+
+def note_updated_at(doc: dict[str, Any]) -> datetime:
+    """When the note last changed: its `updated_at`, else when it was created."""
+    return as_datetime(doc.get("updated_at")) or note_created_at(doc)
+
+
+def _kind(value: Any) -> str:
+    name = type(value).__name__
+    return {"list": "a list", "dict": "an object", "bool": "a boolean"}.get(name, f"a {name}")
+
+
+def unindexable_reason(doc: dict[str, Any]) -> str | None:
+    """Why the note can never be indexed as stored (retrying will not help), or None."""
+    for field in ("content_md", "title"):
+        value = doc.get(field)
+        if as_text(value) is None:
+            return f"{field} is {_kind(value)}, not text: fix the document, then re-index it"
+    if doc.get("author_id") is None:
+        return "the note has no author_id: no user owns it"
+    return None
+
+
+class UnindexableNote(ValueError):
+    """The note cannot be indexed as stored (`unindexable_reason`); retrying cannot help."""
+
+    retryable = False
+
+
+def check_indexable(doc: dict[str, Any]) -> None:
+    """Raise `UnindexableNote` when the note cannot be indexed as stored."""
+    problem = unindexable_reason(doc)
+    if problem is not None:
+        raise UnindexableNote(problem)

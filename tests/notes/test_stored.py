@@ -1,0 +1,55 @@
+"""`api.notes.stored`: legacy field shapes read into the API's shape (pure)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from bson import Binary, ObjectId
+
+from api.notes.stored import (
+    EPOCH,
+    as_datetime,
+    note_created_at,
+    note_status,
+    note_tags,
+    note_title,
+    note_updated_at,
+    unindexable_reason,
+)
+
+
+def test_text_fields() -> None:
+    assert note_title({}) == "" and note_title({"title": None}) == ""
+    assert note_title({"title": 7}) == "7" and note_title({"title": 2.5}) == "2.5"
+    assert note_title({"title": True}) == "" and note_title({"title": ["a"]}) == ""
+    assert unindexable_reason({"content_md": "x", "title": "t", "author_id": 1}) is None
+    assert unindexable_reason({"content_md": None, "author_id": 1}) is None  # empty note
+    reason = unindexable_reason({"content_md": Binary(b"x"), "author_id": 1})
+    assert reason is not None and reason.startswith("content_md is a Binary, not text")
+    assert "title is a boolean" in (unindexable_reason({"title": False, "author_id": 1}) or "")
+
+
+def test_tags() -> None:
+    assert note_tags({"tags": "ops"}) == ["ops"]
+    assert note_tags({"tags": ["a", None, 3, {"x": 1}, ["y"], "", "a", True]}) == ["a", "3"]
+    assert note_tags({"tags": {"a": 1}}) == [] and note_tags({}) == []
+
+
+def test_status() -> None:
+    assert note_status({}) == "active" and note_status({"status": None}) == "active"
+    assert note_status({"status": "trashed"}) == "trashed"
+    assert note_status({"status": "archived"}) == "trashed"  # never shown as searchable
+
+
+def test_times() -> None:
+    day = datetime(2024, 1, 2, tzinfo=UTC)
+    assert as_datetime("2024-01-02T00:00:00Z") == day
+    assert as_datetime("2024-01-02T01:00:00+01:00") == day
+    assert as_datetime("2024-01-02") == day and as_datetime(datetime(2024, 1, 2)) == day
+    assert as_datetime(1_704_153_600_000) == day  # epoch milliseconds, as MongoDB reads them
+    assert as_datetime("last tuesday") is None and as_datetime(10**30) is None
+    assert as_datetime(True) is None and as_datetime([day]) is None
+    oid = ObjectId.from_datetime(day)
+    assert note_created_at({"_id": oid, "created_at": "junk"}) == day
+    assert note_created_at({"_id": "legacy-1"}) == EPOCH
+    assert note_updated_at({"_id": oid, "updated_at": None}) == day
