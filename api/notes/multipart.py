@@ -16,7 +16,7 @@ from starlette.datastructures import FormData
 from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.requests import Request
 
-from api.errors import BadRequest, UnsupportedMediaType
+from api.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
 
 
 class StrictMultiPartParser(MultiPartParser):
@@ -57,4 +57,10 @@ async def read_multipart(request: Request, *, max_files: int, max_fields: int) -
             )
             return await parser.parse()
     except MultiPartException as exc:
+        if exc.message.startswith("Too many files"):
+            # A limit on the request's size, not a malformed body: 413 tells a client to
+            # send fewer files at a time (`autonote import` halves its batch on a 413).
+            raise PayloadTooLarge(
+                f"too many files in one request: at most {max_files} (AUTONOTE_MAX_IMPORT_FILES)"
+            ) from None
         raise BadRequest(f"invalid multipart body: {exc.message}") from None

@@ -339,6 +339,30 @@ def test_cli_import_fits_the_servers_request_limit(make_settings: Any, tmp_path:
     assert "d.md: HTTP 413" in result.output and "3 imported, 1 failed" in result.output
 
 
+def test_cli_import_fits_the_servers_file_count_limit(make_settings: Any, tmp_path: Path) -> None:
+    """A server allowing 2 files per request answered the CLI's batch of 3 with a 400
+    'Too many files' and nothing was imported (found by review): it is a 413 now, which
+    the CLI answers with smaller batches."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    for name in ("a", "b", "c"):
+        (vault / f"{name}.md").write_text(f"# {name}\n\nbody")
+    with ServedApp(make_settings(autonote_max_import_files=2)) as served:
+        key = served.new_user("cli")
+        files = [("files", (f"{n}.md", b"# x")) for n in "abc"]
+        direct = httpx.post(
+            f"{served.url}/v1/notes/import",
+            files=files,
+            headers={"Authorization": f"Bearer {key}"},
+        )
+        result = CliRunner().invoke(
+            cli, ["import", str(vault), "--url", served.url, "--api-key", key]
+        )
+    assert direct.status_code == 413, direct.text
+    assert direct.json()["error"] == "payload_too_large" and "at most 2" in direct.json()["detail"]
+    assert result.exit_code == 0 and "3 imported, 0 failed" in result.output, result.output
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to another user")
 def test_cli_import_reports_what_it_cannot_read(make_settings: Any) -> None:
     """An unreadable file crashed the CLI (its batch lost); an unreadable folder was
