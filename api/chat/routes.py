@@ -61,9 +61,10 @@ async def chat_context(
     budget) and their citations, plus Autonote's system prompt — for clients that call
     their own model."""
     filters = body.filters.to_filters() if body.filters else None
-    context, citations = await container.chat.context(user.id, body.message, filters)
+    found = await container.chat.context(user.id, body.message, filters)
     return ContextResponse(
-        context=context,
-        citations=[CitationOut(**citation_dict(c)) for c in citations],
+        context=found.context,
+        citations=[CitationOut(**citation_dict(c)) for c in found.citations],
         system_prompt=SYSTEM_PROMPT,
+        warning=found.warning,
     )

@@ -84,10 +84,17 @@ class ChatResponse(BaseModel):
     citations: list[CitationOut] = Field(description="Only the references the answer cites")
     mode: Literal["llm", "extractive"]
     model: str | None = None
-    warning: str | None = None
+    warning: str | None = Field(
+        None,
+        description="Set when the answer or its retrieval was degraded: the chat model failed "
+        "(extractive answer), or the embedding provider did (keyword results only)",
+    )
 
 
 class ContextResponse(BaseModel):
     context: str = Field(description="Numbered sections, ready to put in a prompt")
     citations: list[CitationOut]
     system_prompt: str = Field(description="The rules Autonote gives its own model")
+    warning: str | None = Field(
+        None, description="Set when retrieval was degraded (e.g. keyword results only)"
+    )

@@ -40,6 +40,20 @@ class ChatResult:
 
 
 @dataclass(frozen=True, slots=True)
+class Retrieved:
+    """The numbered sections for a message; `warning` when retrieval was degraded (the
+    embedding provider failed: keyword results only)."""
+
+    context: str
+    citations: list[Citation]
+    warning: str | None = None
+
+
+def _warnings(*parts: str | None) -> str | None:
+    return "; ".join(p for p in parts if p) or None
+
+
+@dataclass(frozen=True, slots=True)
 class ChatEvent:
     """One SSE event: `citations` first, then `token`s, then `done` (or `error`)."""
 
@@ -81,29 +95,42 @@ class ChatService:
 
     async def context(
         self, author_id: ObjectId, message: str, filters: SearchFilters | None
-    ) -> tuple[str, list[Citation]]:
-        """The numbered sections for `message` (what the model would see)."""
+    ) -> Retrieved:
+        """The numbered sections for `message` (what the model would see). A search that
+        fell back to keywords says so: chat answered `mode: llm` with no warning while its
+        retrieval had silently lost the vectors (found by review)."""
         outcome = await self.search.search(
             author_id, message, limit=self.notes_limit, chunks_per_note=3, filters=filters
         )
-        return build_context(
+        context, citations = build_context(
             outcome.results,
             budget_tokens=self.context_tokens,
             count_tokens=self.count_tokens,
             max_sections=self.max_sections,
         )
+        return Retrieved(context, citations, outcome.warning)
 
     def _finish(self, raw: str, citations: list[Citation]) -> tuple[str, list[Citation]]:
         answer = remove_invented_refs(raw, {c.ref for c in citations})
         return answer, used_citations(answer, citations)
 
-    def _extractive(
-        self, message: str, citations: list[Citation], warning: str | None = None
-    ) -> ChatResult:
+    def _extractive(self, message: str, found: Retrieved, warning: str | None = None) -> ChatResult:
         prefix = EXTRACTIVE_PREFIX if warning is None else FALLBACK_PREFIX
-        answer, refs = extractive_answer(message, citations, prefix=prefix)
-        used = [c for c in citations if c.ref in set(refs)]
-        return ChatResult(answer=answer, citations=used, mode="extractive", warning=warning)
+        answer, refs = extractive_answer(message, found.citations, prefix=prefix)
+        used = [c for c in found.citations if c.ref in set(refs)]
+        return ChatResult(
+            answer=answer,
+            citations=used,
+            mode="extractive",
+            warning=_warnings(found.warning, warning),
+        )
+
+    def _llm(
+        self, model: ChatModel, answer: str, used: list[Citation], found: Retrieved
+    ) -> ChatResult:
+        return ChatResult(
+            answer=answer, citations=used, mode="llm", model=model.model, warning=found.warning
+        )
 
     async def answer(
         self,
@@ -113,27 +140,27 @@ class ChatService:
         filters: SearchFilters | None,
     ) -> ChatResult:
         started = time.perf_counter()
-        context, citations = await self.context(author_id, message, filters)
+        found = await self.context(author_id, message, filters)
         if self.model is None:
-            return self._extractive(message, citations)
-        messages = build_messages(context, message, _trim_history(history))
+            return self._extractive(message, found)
+        messages = build_messages(found.context, message, _trim_history(history))
         try:
             raw = await self.model.complete(messages)
         except ChatError as exc:
             log.warning("chat.model_failed", error=str(exc)[:300])
             return self._extractive(
-                message, citations, warning=f"chat model unavailable ({exc}); extractive answer"
+                message, found, warning=f"chat model unavailable ({exc}); extractive answer"
             )
-        answer, used = self._finish(raw, citations)
+        answer, used = self._finish(raw, found.citations)
         if not answer:  # nothing, or only references the context did not hold
-            return self._extractive(message, citations, warning=_EMPTY_WARNING)
+            return self._extractive(message, found, warning=_EMPTY_WARNING)
         log.info(
             "chat.answered",
-            refs=len(citations),
+            refs=len(found.citations),
             cited=len(used),
             took_ms=round((time.perf_counter() - started) * 1000, 1),
         )
-        return ChatResult(answer=answer, citations=used, mode="llm", model=self.model.model)
+        return self._llm(self.model, answer, used, found)
 
     async def stream(
         self,
@@ -145,17 +172,18 @@ class ChatService:
         """The same answer as `answer`, as events. Tokens are streamed as the model writes
         them; the final `done` event carries the cleaned answer and the used citations
         (identical to the JSON response)."""
-        context, citations = await self.context(author_id, message, filters)
+        found = await self.context(author_id, message, filters)
+        citations = found.citations
         yield ChatEvent("citations", {"citations": [citation_dict(c) for c in citations]})
         if self.model is None:
-            result = self._extractive(message, citations)
+            result = self._extractive(message, found)
             yield ChatEvent("token", {"text": result.answer})
             yield ChatEvent("done", result_dict(result))
             return
         parts: list[str] = []
         try:
             async for delta in self.model.stream(
-                build_messages(context, message, _trim_history(history))
+                build_messages(found.context, message, _trim_history(history))
             ):
                 parts.append(delta)
                 yield ChatEvent("token", {"text": delta})
@@ -163,7 +191,7 @@ class ChatService:
             log.warning("chat.stream_failed", error=str(exc)[:300])
             if not parts:
                 result = self._extractive(
-                    message, citations, warning=f"chat model unavailable ({exc}); extractive answer"
+                    message, found, warning=f"chat model unavailable ({exc}); extractive answer"
                 )
                 yield ChatEvent("token", {"text": result.answer})
                 yield ChatEvent("done", result_dict(result))
@@ -172,16 +200,11 @@ class ChatService:
             return
         answer, used = self._finish("".join(parts), citations)
         if not answer:  # nothing, or only references the context did not hold
-            result = self._extractive(message, citations, warning=_EMPTY_WARNING)
+            result = self._extractive(message, found, warning=_EMPTY_WARNING)
             yield ChatEvent("token", {"text": result.answer})
             yield ChatEvent("done", result_dict(result))
             return
-        yield ChatEvent(
-            "done",
-            result_dict(
-                ChatResult(answer=answer, citations=used, mode="llm", model=self.model.model)
-            ),
-        )
+        yield ChatEvent("done", result_dict(self._llm(self.model, answer, used, found)))
 
 
 _EMPTY_WARNING = "chat model returned an empty answer; extractive answer"
@@ -210,4 +233,4 @@ def result_dict(r: ChatResult) -> dict[str, Any]:
     }
 
 
-__all__ = ["SYSTEM_PROMPT", "ChatEvent", "ChatResult", "ChatService"]
+__all__ = ["SYSTEM_PROMPT", "ChatEvent", "ChatResult", "ChatService", "Retrieved"]

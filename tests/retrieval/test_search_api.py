@@ -302,6 +302,7 @@ async def test_embedding_outage_degrades_hybrid_to_keyword(
         openai_api_key="sk-test",
         openai_base_url=openai_stub.base_url,
         openai_max_retries=1,
+        chat_model="gpt-test",
     )
     async with running_app(settings) as api:
         h = await api.new_user()
@@ -327,11 +328,27 @@ async def test_embedding_outage_degrades_hybrid_to_keyword(
         )
         assert r.status_code == 503 and r.json()["error"] == "embedding_unavailable"
         assert "retry-after" in r.headers
-        chat = await api.client.post(
-            "/v1/chat", json={"message": "when does pg_dump run?"}, headers=h
-        )
+        # Chat says so too: it answered mode llm with no warning while its retrieval had
+        # lost the vectors (found by review).
+        ask = {"message": "when does pg_dump run?"}
+        chat = await api.client.post("/v1/chat", json=ask, headers=h)
         assert chat.status_code == 200 and chat.json()["citations"]
+        assert chat.json()["mode"] == "llm" and "keyword results only" in chat.json()["warning"]
+        context = await api.client.post("/v1/chat/context", json=ask, headers=h)
+        assert "keyword results only" in context.json()["warning"]
+        async with api.client.stream(
+            "POST", "/v1/chat", json={**ask, "stream": True}, headers=h
+        ) as streamed:
+            text = "".join([chunk async for chunk in streamed.aiter_text()])
+        done = json.loads(text.split("event: done")[1].split("data: ", 1)[1].split("\n")[0])
+        assert "keyword results only" in done["warning"]
+        openai_stub.fail_next(500, count=1000, path="/v1/chat/completions")
+        both = (await api.client.post("/v1/chat", json=ask, headers=h)).json()
+        assert both["mode"] == "extractive"
+        assert "keyword results only" in both["warning"] and "chat model" in both["warning"]
         openai_stub.reset()
+        healthy = (await api.client.post("/v1/chat", json=ask, headers=h)).json()
+        assert healthy["mode"] == "llm" and healthy["warning"] is None
         assert (await search(api, h, "pg_dump schedule"))["mode"] == "hybrid"
 
 
