@@ -220,6 +220,8 @@ def import_files(
                     f"imported     {item['filename']} -> {item['note']['id']} "
                     f"{item['note']['title']!r}"
                 )
+                for warning in item.get("warnings") or []:
+                    typer.echo(f"  warning    {warning}")
             for item in body["errors"]:
                 failed += 1
                 typer.echo(f"failed       {item['filename']}: {item['error']}: {item['detail']}")

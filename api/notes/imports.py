@@ -41,7 +41,7 @@ def one_line(text: str, limit: int) -> str | None:
 
 @dataclass
 class ImportReport:
-    imported: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    imported: list[tuple[str, dict[str, Any], list[str]]] = field(default_factory=list)
     errors: list[tuple[str, str, str]] = field(default_factory=list)  # filename, code, detail
 
 
@@ -86,16 +86,31 @@ class ImportService:
                 self._converting.discard(uid)
                 self._turn.notify_all()
 
-    def _tags(self, derived: list[str], extra: list[str]) -> list[str]:
+    def _tags(self, derived: list[str], extra: list[str]) -> tuple[list[str], list[str]]:
         """The note's tags: those the file carries (front matter, `#tags`), cleaned and cut
         to the configured length, as many as fit beside the request's own `tags`, which
         are always kept (they were checked against the limits already). A file with too
-        many or too long tags of its own is imported, not failed."""
+        many or too long tags of its own is imported, not failed, with a warning for each
+        change (they were cut and dropped without a word; found by review)."""
         max_tags, max_length = self._notes.tag_limits
         kept = normalize_tags(extra)  # compared as stored (trimmed)
+        warnings: list[str] = []
+        cut = [t for t in derived if len(" ".join(t.split())) > max_length]
+        if cut:
+            warnings.append(
+                f"{len(cut)} tag(s) cut to {max_length} characters (AUTONOTE_MAX_TAG_LENGTH): "
+                + ", ".join(repr(t[:40] + "…") for t in cut[:3])
+            )
         own = [t for t in dict.fromkeys(one_line(t, max_length) for t in derived) if t]
         own = [t for t in own if t not in kept]
-        return [*own[: max(0, max_tags - len(kept))], *kept]
+        room = max(0, max_tags - len(kept))
+        if len(own) > room:
+            dropped = own[room:]
+            warnings.append(
+                f"{len(dropped)} of the file's tags dropped: at most {max_tags} tags per note "
+                f"(AUTONOTE_MAX_TAGS): " + ", ".join(repr(t) for t in dropped[:5])
+            )
+        return [*own[:room], *kept], warnings
 
     async def import_files(
         self,
@@ -119,7 +134,7 @@ class ImportService:
                 break
             try:
                 converted = await self._convert(user, filename, data)
-                tags = self._tags(converted.tags, extra_tags or [])
+                tags, warnings = self._tags(converted.tags, extra_tags or [])
                 title = one_line(converted.title, 500) or one_line(filename, 500) or "untitled"
                 body = NoteCreate(title=title, content_md=converted.content_md, tags=tags)
                 doc = await self._notes.create(user, body)
@@ -133,7 +148,7 @@ class ImportService:
             except DomainError as exc:
                 report.errors.append((filename, exc.code, str(exc.detail)))
                 continue
-            report.imported.append((filename, doc))
+            report.imported.append((filename, doc, warnings))
         log.info(
             "notes.imported",
             files=len(files),

@@ -240,6 +240,10 @@ class ImportOptions(BaseModel):
 class ImportedFile(BaseModel):
     filename: str
     note: NoteSummary
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="What was changed to import the file (its own tags cut or dropped to fit)",
+    )
 
 
 class ImportFailure(BaseModel):

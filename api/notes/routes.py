@@ -158,7 +158,8 @@ async def import_notes(
     )
     return ImportResult(
         imported=[
-            ImportedFile(filename=f, note=NoteSummary.from_doc(d)) for f, d in report.imported
+            ImportedFile(filename=f, note=NoteSummary.from_doc(d), warnings=w)
+            for f, d, w in report.imported
         ],
         errors=[ImportFailure(filename=f, error=c, detail=d) for f, c, d in report.errors],
     )

@@ -186,6 +186,12 @@ async def test_a_files_own_tags_are_fitted_to_the_limits_not_fatal(api: Api) -> 
     tags = {i["filename"]: i["note"]["tags"] for i in r.json()["imported"]}
     assert tags["long.md"] == ["x" * 64, "ok", "mine"]
     assert tags["daily.md"] == [f"topic{i}" for i in range(49)] + ["mine"]
+    # ... and each file says what was changed (it happened without a word; found by review)
+    warnings = {i["filename"]: i["warnings"] for i in r.json()["imported"]}
+    assert len(warnings["long.md"]) == 1 and "cut to 64 characters" in warnings["long.md"][0]
+    assert len(warnings["daily.md"]) == 1
+    assert warnings["daily.md"][0].startswith("11 of the file's tags dropped: at most 50")
+    assert "'topic49'" in warnings["daily.md"][0]
 
 
 async def test_tag_fitting_compares_the_requests_tags_as_stored(make_settings: Any) -> None:
@@ -203,6 +209,7 @@ async def test_tag_fitting_compares_the_requests_tags_as_stored(make_settings: A
         )
         assert r.status_code == 200, r.text
         assert sorted(r.json()["imported"][0]["note"]["tags"]) == ["a", "b", "c"]
+        assert r.json()["imported"][0]["warnings"] == []
 
 
 def test_a_derived_title_falls_back_to_the_file_name_then_untitled() -> None:
