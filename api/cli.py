@@ -52,6 +52,7 @@ def serve(
     AUTONOTE_DATA_DIR; with no OPENAI_API_KEY it embeds with the local ONNX model."""
     import os
 
+    import structlog
     import uvicorn
 
     # The app loads its settings itself: the flags reach it (and its messages) as the
@@ -61,14 +62,32 @@ def serve(
     if port is not None:
         os.environ["AUTONOTE_PORT"] = str(port)
     settings = settings_or_exit()
+    if settings.autonote_metrics_token is None and not _loopback(settings.autonote_host):
+        structlog.get_logger("autonote.serve").warning(
+            "metrics.unprotected",
+            host=settings.autonote_host,
+            detail="/metrics is readable by anyone who reaches the port; its counters show "
+            "other users' activity: set AUTONOTE_METRICS_TOKEN",
+        )
     uvicorn.run(
         "api.app:create_app",
         factory=True,
         log_config=None,
         host=settings.autonote_host,
         port=settings.autonote_port,
+        proxy_headers=bool(settings.autonote_trusted_proxies),
+        forwarded_allow_ips=settings.autonote_trusted_proxies or None,
         timeout_graceful_shutdown=20,
     )
+
+
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 @app.command("setup-offline")

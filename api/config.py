@@ -7,6 +7,7 @@ deployments keep working. An invalid value fails fast with a message naming the 
 
 from __future__ import annotations
 
+import ipaddress
 import warnings
 from pathlib import Path
 from typing import Any, Literal
@@ -91,6 +92,10 @@ class Settings(BaseSettings):
     autonote_rate_limit_per_minute: int = Field(1200, ge=0)  # 0 disables
     autonote_create_default_user: bool = True
     autonote_metrics_token: SecretStr | None = None
+    # Proxies whose X-Forwarded-For / X-Forwarded-Proto `serve` believes: comma-separated
+    # addresses or networks, or "*". Empty: none (uvicorn's default trusted 127.0.0.1, so
+    # any local process could pick the client address the admin-token throttle counts).
+    autonote_trusted_proxies: str = ""
 
     # Indexing (the reconciler).
     autonote_index_workers: int = Field(2, ge=0, le=64)  # in-process workers when async
@@ -152,6 +157,20 @@ class Settings(BaseSettings):
                     f"must be an http(s) URL such as https://api.openai.com/v1, not {value!r}"
                 )
         return value
+
+    @field_validator("autonote_trusted_proxies")
+    @classmethod
+    def _proxies(cls, value: str) -> str:
+        entries = [e.strip() for e in value.split(",") if e.strip()]
+        for entry in entries:
+            if entry != "*":
+                try:
+                    ipaddress.ip_network(entry, strict=False)
+                except ValueError:
+                    raise ValueError(
+                        f"{entry!r} is not an IP address or network (e.g. 10.0.0.0/8) or *"
+                    ) from None
+        return ",".join(entries)
 
     @field_validator("mongodb_url")
     @classmethod

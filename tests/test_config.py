@@ -188,3 +188,11 @@ def test_local_model_constants_are_the_connectors() -> None:
     from connectors.embeddings.local import DIMENSIONS, MODEL_ID
 
     assert (LOCAL_EMBEDDING_MODEL, LOCAL_EMBEDDING_DIMENSIONS) == (MODEL_ID, DIMENSIONS)
+
+
+def test_trusted_proxies_are_addresses_or_networks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AUTONOTE_TRUSTED_PROXIES", " 10.0.0.0/8, 127.0.0.1 ,::1")
+    assert load_settings().autonote_trusted_proxies == "10.0.0.0/8,127.0.0.1,::1"
+    monkeypatch.setenv("AUTONOTE_TRUSTED_PROXIES", "10.0.0.0/8, proxy.internal")
+    with pytest.raises(SettingsError, match=r"proxy\.internal"):
+        load_settings()
