@@ -103,6 +103,11 @@ NOTES_INDEXES = [
     ),
     # The reconciler's queue: claimable notes by state and due time.
     IndexModel([("index_status", ASCENDING), ("next_attempt_at", ASCENDING)], name="index_queue"),
+    # Users take turns (api.indexing.fairness): who has queued notes, each one's most overdue.
+    IndexModel(
+        [("index_status", ASCENDING), ("author_id", ASCENDING), ("next_attempt_at", ASCENDING)],
+        name="index_queue_author",
+    ),
     IndexModel([("lease_expires_at", ASCENDING)], name="index_lease", sparse=True),
     IndexModel([("evict_pending", ASCENDING)], name="index_evict_pending", sparse=True),
 ]

@@ -29,6 +29,7 @@ from api import observability as obs
 from api.db.client import is_unavailable
 from api.indexing.cache_repository import EmbeddingCacheRepository
 from api.indexing.chunks_repository import ChunksRepository
+from api.indexing.fairness import AuthorRotation
 from api.indexing.records import backoff_seconds, chunk_document, index_fields, index_stats
 from api.indexing.vectors import to_bson_vector
 from api.notes.queue import IndexQueue
@@ -81,19 +82,28 @@ class Reconciler:
         self.config = config
         self.listeners = listeners or []
         self.worker_id = uuid.uuid4().hex[:12]
+        self.rotation = AuthorRotation()
 
     # ---- queue side -------------------------------------------------------------------
     async def run_once(self, note_id: ObjectId | None = None) -> IndexOutcome | None:
         """Claim one due note (or `note_id`) and index it; None when nothing is claimable."""
         token = f"{self.worker_id}:{uuid.uuid4().hex[:12]}"
         now = datetime.now(UTC)
-        note = await self.queue.claim(
-            token=token,
-            now=now,
-            lease_s=self.config.lease_s,
-            max_attempts=self.config.max_attempts,
-            note_id=note_id,
-        )
+
+        def claim(author_id: ObjectId | None) -> Awaitable[dict[str, Any] | None]:
+            return self.queue.claim(
+                token=token,
+                now=now,
+                lease_s=self.config.lease_s,
+                max_attempts=self.config.max_attempts,
+                note_id=note_id,
+                author_id=author_id,
+            )
+
+        if note_id is not None:
+            note = await claim(None)
+        else:
+            note = await self.rotation.claim(self.queue.queued_authors, claim)
         if note is None:
             return None
         structlog.contextvars.bind_contextvars(job_id=token, note_id=str(note["_id"]))

@@ -45,11 +45,15 @@ class IndexQueue:
         lease_s: float,
         max_attempts: int,
         note_id: ObjectId | None = None,
+        author_id: ObjectId | None = None,
     ) -> dict[str, Any] | None:
-        """Atomically take the most overdue claimable note (or `note_id` if claimable)."""
+        """Atomically take the most overdue claimable note (or `note_id` if claimable; of
+        `author_id` only, if given)."""
         query = _claimable(now, max_attempts)
         if note_id is not None:
             query = {"_id": note_id, **query}
+        if author_id is not None:
+            query = {"author_id": author_id, **query}
         return await self.collection.find_one_and_update(
             query,
             {
@@ -64,6 +68,10 @@ class IndexQueue:
             sort=[("next_attempt_at", 1)],
             return_document=ReturnDocument.AFTER,
         )
+
+    async def queued_authors(self) -> list[ObjectId]:
+        """Authors with notes waiting to be indexed (their turn order: `AuthorRotation`)."""
+        return await self.collection.distinct("author_id", {"index_status": "pending"})
 
     async def extend_lease(self, note_id: ObjectId, token: str, until: datetime) -> bool:
         result = await self.collection.update_one(
