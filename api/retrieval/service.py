@@ -227,7 +227,15 @@ class RetrievalService:
         docs = await self.notes.recent_for_author(author_id, limit=NOTE_LEVEL_SCAN, query=mongo)
         results = note_level_results(docs, query, limit)
         took = round((time.perf_counter() - started) * 1000, 2)
-        return SearchOutcome(results=results, took_ms=took, mode="note_level", backend="note_level")
+        return SearchOutcome(
+            results=results,
+            took_ms=took,
+            mode="note_level",
+            backend="note_level",
+            # A client asking for `vector` got keyword-ranked whole notes without a word
+            # (found by review); chat passes this on too.
+            warning=NOTE_LEVEL_WARNING,
+        )
 
     async def _group(
         self,
@@ -305,6 +313,9 @@ def _notes_with_section_runs(hits: list[Any], metas: dict[str, NoteMeta]) -> lis
 
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+NOTE_LEVEL_WARNING = (
+    "chunking is disabled (CHUNKING_ENABLED=false): whole notes ranked by word matches only"
+)
 NOTE_LEVEL_SCAN = 2000  # newest notes scanned by the note-level fallback
 RECHECK_SLACK = 4  # a window re-checks limit + max(limit, this) candidate notes
 

@@ -191,6 +191,12 @@ async def test_chunking_disabled_falls_back_to_note_level(make_settings: Any) ->
         body = await search(api, h, "dough knead")
         assert body["mode"] == "note_level" and len(body["results"]) == 1
         assert body["results"][0]["title"] == "Bread"
+        # Said, whatever mode was asked for, and passed on by chat.
+        assert "CHUNKING_ENABLED=false" in body["warning"]
+        vector = await search(api, h, "dough knead", mode="vector")
+        assert vector["mode"] == "note_level" and "CHUNKING_ENABLED=false" in vector["warning"]
+        chat = await api.client.post("/v1/chat", json={"message": "knead?"}, headers=h)
+        assert "CHUNKING_ENABLED=false" in chat.json()["warning"]
 
 
 async def test_bad_search_requests(api: Api) -> None:
