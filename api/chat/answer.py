@@ -112,20 +112,81 @@ def extractive_answer(
     """An answer made only of sentences quoted from the top sections, each cited, and the
     references it cites.
 
-    Sentences are ranked by overlap with the question's terms, with the section's rank as a
-    prior; the best sentence of each of the top sections is quoted verbatim (never invented
-    or edited text: a note's own "[7]" stays, and is not read as a citation)."""
+    Passages — a sentence of prose, or a whole code block or table — are ranked by overlap
+    with the question's terms, with the section's rank as a prior; the best passage of each
+    of the top sections is quoted verbatim (never invented or edited text: a note's own "[7]"
+    stays, and is not read as a citation; code and tables keep their lines). Passages after
+    the first that share no term with the question are left out (they padded answers with
+    unrelated quotes, and code and tables were flattened onto one line; found by review)."""
     if not citations:
         return "I found nothing in your notes about this.", []
     q_terms = _terms(question)
-    picks: list[tuple[float, int, str]] = []
+    picks: list[tuple[float, int, int, str]] = []
     for rank, citation in enumerate(citations[: max_passages * 2]):
-        text = " ".join(citation.text.split())
-        sentences = [s.strip() for s in _SENTENCE.split(text) if s.strip()] or [text]
-        best = max(sentences, key=lambda s: (len(q_terms & _terms(s)), -abs(len(s) - 160)))
+        units = _passages(citation.text) or [" ".join(citation.text.split())]
+        best = max(units, key=lambda s: (len(q_terms & _terms(s)), -abs(len(s) - 160)))
         overlap = len(q_terms & _terms(best))
-        picks.append((overlap - 0.5 * rank, citation.ref, best[:600]))
+        picks.append((overlap - 0.5 * rank, overlap, citation.ref, best))
     picks.sort(key=lambda p: -p[0])
-    chosen = sorted(picks[:max_passages], key=lambda p: p[1])
-    lines = [f"- {sentence} [{ref}]" for _, ref, sentence in chosen]
-    return "\n".join([prefix, *lines]), [ref for _, ref, _ in chosen]
+    chosen = [p for i, p in enumerate(picks[:max_passages]) if i == 0 or p[1] > 0]
+    chosen.sort(key=lambda p: p[2])
+    lines = [_quote(passage, ref) for _, _, ref, passage in chosen]
+    return "\n".join([prefix, *lines]), [ref for _, _, ref, _ in chosen]
+
+
+_FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+MAX_QUOTE_CHARS = 600
+MAX_QUOTE_LINES = 40
+
+
+def _passages(text: str) -> list[str]:
+    """The quotable units of a section: each sentence of its prose (whitespace collapsed),
+    each fenced code block and each table whole, as written."""
+    units: list[str] = []
+    prose: list[str] = []
+    block: list[str] = []
+    fence: str | None = None
+
+    def flush_prose() -> None:
+        flat = " ".join(" ".join(prose).split())
+        units.extend(s.strip() for s in _SENTENCE.split(flat) if s.strip())
+        prose.clear()
+
+    for line in text.splitlines():
+        if fence is not None:
+            block.append(line)
+            if line.strip().startswith(fence):
+                units.append("\n".join(block))
+                block, fence = [], None
+        elif match := _FENCE_OPEN.match(line):
+            flush_prose()
+            fence, block = match.group(1), [line]
+        elif line.lstrip().startswith("|"):
+            if not block:
+                flush_prose()
+            block.append(line)
+        else:
+            if block:  # a table ended
+                units.append("\n".join(block))
+                block = []
+            if line.strip():
+                prose.append(line)
+            else:
+                flush_prose()
+    if block:
+        units.append("\n".join(block))
+    flush_prose()
+    return units
+
+
+def _quote(passage: str, ref: int) -> str:
+    """One list item quoting `passage`: prose on the item's line, code and tables below
+    it, indented into the item so they keep their lines."""
+    if "\n" not in passage:
+        return f"- {passage[:MAX_QUOTE_CHARS]} [{ref}]"
+    lines = passage.splitlines()
+    if len(lines) > MAX_QUOTE_LINES:  # keep a code block's closing fence
+        tail = lines[-1:] if _FENCE_OPEN.match(lines[0]) else []
+        lines = [*lines[: MAX_QUOTE_LINES - 1 - len(tail)], "…", *tail]
+    body = "\n".join(f"  {line}" for line in lines)
+    return f"- [{ref}]\n\n{body}"

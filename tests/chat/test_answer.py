@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from api.chat.answer import cited_refs, remove_invented_refs
+from api.chat.answer import cited_refs, extractive_answer, remove_invented_refs
 from api.chat.context import Citation, section_block
 
 MODEL_REPLY = """Use backoff [1]:
@@ -74,3 +74,30 @@ def test_note_text_cannot_close_the_data_fence_in_any_case() -> None:
     )
     assert block.lower().count("<section-data") == 1
     assert block.lower().count("</section-data") == 1 and block.endswith("</section-data>")
+
+
+def test_an_extractive_answer_keeps_code_and_tables_whole_and_skips_unrelated_quotes() -> None:
+    """Code blocks and tables were flattened onto one line of broken markdown, and every
+    answer quoted three passages, related or not (found by review)."""
+    rollout = (
+        "The rollout waits for readiness probes.\n\n"
+        "```bash\nkubectl rollout status deploy/web\nkubectl rollout undo deploy/web\n```\n\n"
+        "| step | command |\n|---|---|\n| undo | kubectl rollout undo |\n"
+    )
+
+    def cite(ref: int, text: str) -> Citation:
+        return Citation(ref, f"n{ref}", "t", ["t"], 0, len(text), "", text)
+
+    answer, refs = extractive_answer(
+        "How do I undo a broken kubernetes rollout?",
+        [cite(1, rollout), cite(2, "page body 4"), cite(3, "Use pg_restore --clean.")],
+    )
+    assert refs == [1]
+    assert (
+        "  ```bash\n  kubectl rollout status deploy/web\n  kubectl rollout undo deploy/web\n  ```"
+        in answer
+    )
+    answer, refs = extractive_answer("the step table", [cite(1, rollout)])
+    assert "  | step | command |\n  |---|---|\n  | undo | kubectl rollout undo |" in answer
+    # The top section is always quoted, even without a shared word.
+    assert extractive_answer("zzz", [cite(2, "page body 4")])[1] == [2]
