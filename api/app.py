@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
+import pymongo
 import structlog
 from bson import ObjectId
 from fastapi import FastAPI, Request
@@ -261,7 +262,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         """Readiness: the database answers a ping within its timeout; otherwise 503
         `database_unavailable` with Retry-After, as every route answers in an outage."""
         try:
-            await container.db.command("ping")
+            # Bounded by the configured timeout: a stalled (not dead) server kept the
+            # first probe waiting on the socket timeout, 7-10 s (found by review).
+            with pymongo.timeout(container.settings.mongodb_timeout_ms / 1000):
+                await container.db.command("ping")
         except Exception as exc:  # any failure means "not ready", never a 500
             log.warning("readyz.unavailable", error=type(exc).__name__)
             raise DatabaseUnavailable("the database did not answer a ping") from None

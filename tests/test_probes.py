@@ -4,6 +4,9 @@ string; on `/v1` the caller is authenticated before the query string is checked,
 
 from __future__ import annotations
 
+import asyncio
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -69,3 +72,33 @@ async def test_readyz_in_an_outage_answers_like_every_route(
             "error": "database_unavailable",
             "detail": "the database did not answer a ping",
         }
+
+
+async def test_readyz_answers_within_the_database_timeout_when_the_database_stalls(
+    make_settings: Any, tmp_path: Path
+) -> None:
+    """A stalled (not dead) database: the first /readyz took 7.5-8.5 s with a 3 s timeout
+    (found by review), longer than most probes wait."""
+    settings = make_settings(
+        mongodb_url=None,
+        autonote_data_dir=tmp_path / "own",
+        mongodb_timeout_ms=500,
+        autonote_index_workers=0,
+    )
+    async with running_app(settings) as api:
+        assert (await api.client.get("/readyz")).status_code == 200
+        process = api.container.embedded.process
+        process.send_signal(signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            r = await api.client.get("/readyz")
+            took = time.monotonic() - started
+        finally:
+            process.send_signal(signal.SIGCONT)
+        assert r.status_code == 503 and took < 1.5, (r.status_code, took)
+        for _ in range(50):  # and ready again once it answers
+            if (await api.client.get("/readyz")).status_code == 200:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("not ready again")
