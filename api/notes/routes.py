@@ -217,13 +217,17 @@ async def delete_note(
     user: CurrentUser,
     notes: NotesServiceDep,
     response: Response,
-    permanent: Annotated[bool, Query(description="Purge the note and its chunks")] = False,
+    # Exactly "true" or "false": read as a loose boolean, `?permanent=yes`, `1` or `on`
+    # purged a note for good (found by review); a destructive flag takes no synonyms.
+    permanent: Annotated[
+        Literal["true", "false"], Query(description="`true`: purge the note and its chunks")
+    ] = "false",
     if_match: IfMatch = None,  # optional, but never null in the schema
 ) -> NoteOut | Response:
     """Move a note to the trash (its chunks leave the search index; restore brings them
     back without re-embedding). `?permanent=true` deletes it for good (204). With
     `If-Match: <version>` it applies only to that version, else 412."""
-    if permanent:
+    if permanent == "true":
         await notes.purge(user, note_id, if_match)
         return Response(status_code=status.HTTP_204_NO_CONTENT)
     return _with_etag(response, await notes.trash(user, note_id, if_match))

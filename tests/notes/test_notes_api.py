@@ -166,6 +166,9 @@ async def test_if_match_guards_trash_restore_and_permanent_delete(api: Api) -> N
     assert trash.status_code == 412
     bad = await api.client.delete(url, headers={**h, "If-Match": "not-a-version"})
     assert bad.status_code == 422
+    for loose in ("yes", "1", "on", "True"):  # each purged the note for good
+        r = await api.client.delete(url, params={"permanent": loose}, headers=h)
+        assert r.status_code == 422 and r.json()["error"] == "validation_error", loose
     kept = (await api.client.get(url, headers=h)).json()
     assert (kept["status"], kept["version"], kept["content_md"]) == (
         "active",
