@@ -198,6 +198,11 @@ def render_summary(summary: MigrationSummary, console: Console) -> None:
     table.add_row("Notes indexed", _n(s.indexed))
     if s.indexed_by_others:
         table.add_row("  of which by other workers", _n(s.indexed_by_others))
+    if s.left_selection:
+        table.add_row(
+            "Left the selection first",
+            f"{_n(s.left_selection)} (another worker indexed, deleted or trashed them)",
+        )
     table.add_row("Notes failed", _n(s.failed))
     skipped = ", ".join(f"{k} {v:,}" for k, v in s.skip_reasons.items())
     table.add_row("Notes skipped", _n(s.skipped) + (f" ({skipped})" if skipped else ""))

@@ -60,6 +60,9 @@ class MigrationStats:
     failed: int = 0
     skipped: int = 0
     indexed_by_others: int = 0
+    # Counted as selected, never reached: indexed by another worker, deleted or trashed
+    # before the run's pages got to them (done + this = selected once the pass ends).
+    left_selection: int = 0
     reindexed_after_edit: int = 0
     chunks: int = 0
     embedded: int = 0
@@ -124,6 +127,7 @@ class MigrationSummary:
             "skipped": s.skipped,
             "skip_reasons": s.skip_reasons,
             "indexed_by_other_workers": s.indexed_by_others,
+            "left_selection": s.left_selection,
             "reindexed_after_edit": s.reindexed_after_edit,
             "chunks": s.chunks,
             "embedded": s.embedded,
@@ -201,6 +205,7 @@ class MigrationRunner:
         if deferred:
             log.info("migration.deferred", notes=len(deferred))
             await self._process(_once(deferred), catch_up=False)
+        self.stats.left_selection = max(0, self.stats.selected - self.stats.done)
         if self._last_id is not None:
             await self._catch_up(started_at, bounds[0], self._last_id)
         return self.stats

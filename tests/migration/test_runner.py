@@ -5,6 +5,7 @@ they were enqueued are skipped, not counted as indexed."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
@@ -119,3 +120,40 @@ async def test_lost_chunks_are_rebuilt_by_check_repair_then_migrate(
     assert code == 0 and rebuilt["indexed"] == 6, rebuilt
     await check_all_indexed(db, chunker_for(settings), ids)
     assert (await checker.run()).findings == []
+
+
+async def test_notes_another_worker_indexed_first_are_accounted_for(
+    settings: Settings, db: AsyncDatabase
+) -> None:
+    """Counted as selected, then indexed by the API's workers before the run's pages got to
+    them: they were in no total ('selected 169, done 129', found by review)."""
+    ids = await insert_legacy(db, 5, [ObjectId()])
+    embedder = build_embedder(settings, None)
+    chunker = build_chunker(settings, embedder)
+    indexing = build_indexing(settings, db, chunker=chunker, embedder=embedder, concurrency=1)
+    reconciler = indexing.reconciler
+
+    class OtherWorkerFirst(MigrationNotes):
+        async def id_range(self, selection: Selection) -> Any:
+            for note_id in ids[:2]:  # what an API worker does between count and paging
+                await self.collection.update_one(
+                    {"_id": note_id},
+                    {
+                        "$set": {
+                            "version": 1,
+                            "index_status": "pending",
+                            "index_attempts": 0,
+                            "next_attempt_at": datetime.now(UTC),
+                        }
+                    },
+                )
+                assert (await reconciler.run_once(note_id)) is not None
+            return await super().id_range(selection)
+
+    selection = Selection(chunker.version, embedding_model_key(embedder))
+    stats = await MigrationRunner(reconciler, OtherWorkerFirst(db), selection).run()
+    await embedder.aclose()
+    assert (stats.selected, stats.done, stats.left_selection) == (5, 3, 2)
+    summary = MigrationSummary(stats, 1.0)
+    assert summary.as_dict()["left_selection"] == 2 and summary.exit_code == 0
+    await check_all_indexed(db, chunker, ids)
