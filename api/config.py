@@ -161,14 +161,18 @@ class Settings(BaseSettings):
     @field_validator("autonote_trusted_proxies")
     @classmethod
     def _proxies(cls, value: str) -> str:
+        # Checked as uvicorn reads them: it ignores a network with host bits set
+        # (10.0.0.5/8) and honours "*" only alone, silently trusting nobody (found by review).
         entries = [e.strip() for e in value.split(",") if e.strip()]
+        if "*" in entries and len(entries) > 1:
+            raise ValueError("* (trust every proxy) must be the only entry")
         for entry in entries:
             if entry != "*":
                 try:
-                    ipaddress.ip_network(entry, strict=False)
-                except ValueError:
+                    ipaddress.ip_network(entry)
+                except ValueError as exc:
                     raise ValueError(
-                        f"{entry!r} is not an IP address or network (e.g. 10.0.0.0/8) or *"
+                        f"{entry!r} is not an IP address or network such as 10.0.0.0/8 ({exc})"
                     ) from None
         return ",".join(entries)
 

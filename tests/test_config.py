@@ -193,6 +193,13 @@ def test_local_model_constants_are_the_connectors() -> None:
 def test_trusted_proxies_are_addresses_or_networks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AUTONOTE_TRUSTED_PROXIES", " 10.0.0.0/8, 127.0.0.1 ,::1")
     assert load_settings().autonote_trusted_proxies == "10.0.0.0/8,127.0.0.1,::1"
-    monkeypatch.setenv("AUTONOTE_TRUSTED_PROXIES", "10.0.0.0/8, proxy.internal")
-    with pytest.raises(SettingsError, match=r"proxy\.internal"):
-        load_settings()
+    for bad, words in [
+        ("10.0.0.0/8, proxy.internal", r"proxy\.internal"),
+        ("10.0.0.5/8", r"10\.0\.0\.5/8.*host bits"),  # uvicorn would ignore it
+        ("*,10.0.0.5", r"only entry"),
+    ]:
+        monkeypatch.setenv("AUTONOTE_TRUSTED_PROXIES", bad)
+        with pytest.raises(SettingsError, match=words):
+            load_settings()
+    monkeypatch.setenv("AUTONOTE_TRUSTED_PROXIES", "*")
+    assert load_settings().autonote_trusted_proxies == "*"

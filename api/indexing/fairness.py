@@ -3,52 +3,118 @@
 The queue used to hand out the most overdue note of anyone: one user's import of 200 files
 (or a script of many writes) made every other user's new notes wait behind all of it — a
 one-line note took 116 s instead of 0.3 s to become searchable (found by review). Workers
-now go round the users with queued notes, taking each one's most overdue note in turn; a
-user alone on the queue gets every worker. The list of users is read again every
-`refresh_s` (one DISTINCT scan of the `index_queue_author` index), so a user who just wrote
-waits at most that long plus the note in hand, whatever the backlog.
+now go round the users with due notes, taking each one's most overdue note in turn; a user
+alone on the queue gets every worker. The list of users is read again every `refresh_s`
+(one DISTINCT scan of the `index_queue_author` index), so a user who just wrote waits at
+most that long plus the notes in hand, whatever the backlog. Notes without an author
+(legacy documents) take a turn as one more "user".
+
+Each refresh first takes a note whose worker died mid-run (`indexing`, lease expired): it
+is in no user's turn, and waited behind every backlog in this module's first version
+(found by review). When no user has a due note (all in back-off), an idle poll costs one
+claim, as before.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
-from typing import Any
+from datetime import datetime
+from typing import Any, Protocol
 
 from bson import ObjectId
 
+from api.notes.queue import IndexQueue
+
 MAX_PROBES = 16  # users tried per claim before taking the most overdue note of anyone
+
+Author = ObjectId | None  # None: notes without an author
+Note = dict[str, Any] | None
+
+
+class Claims(Protocol):
+    """The queue operations a claim is made of (`IndexQueue`, bound to one lease)."""
+
+    async def authors(self) -> list[Author]:
+        """Authors with notes due now."""
+        ...
+
+    async def for_author(self, author: Author) -> Note:
+        """The author's most overdue due note."""
+        ...
+
+    async def stale(self) -> Note:
+        """A note whose worker died (lease expired while `indexing`)."""
+        ...
+
+    async def any(self) -> Note:
+        """The most overdue claimable note of anyone."""
+        ...
 
 
 class AuthorRotation:
-    """Round-robin over the authors with queued notes, shared by one process's workers."""
+    """Round-robin over the authors with due notes, shared by one process's workers."""
 
     def __init__(self, refresh_s: float = 1.0) -> None:
         self.refresh_s = refresh_s
-        self._order: deque[ObjectId] = deque()
+        self._order: deque[Author] = deque()
         self._read_at = float("-inf")
 
-    async def claim(
-        self,
-        authors: Callable[[], Awaitable[list[ObjectId]]],
-        claim: Callable[[ObjectId | None], Awaitable[dict[str, Any] | None]],
-    ) -> dict[str, Any] | None:
-        """Claim for the next author in turn (`claim(author)`); after MAX_PROBES authors
-        with nothing due (back-off), or none at all, the most overdue note (`claim(None)`,
-        which also takes notes whose worker died)."""
+    async def claim(self, claims: Claims) -> Note:
+        """The next author's most overdue note; on a refresh, a dead worker's note first;
+        after MAX_PROBES authors with nothing claimable, the most overdue of anyone."""
         if time.monotonic() - self._read_at >= self.refresh_s:
             self._read_at = time.monotonic()
-            fresh = await authors()
+            fresh = await claims.authors()
             # Keep the turn order of authors still queued; newcomers go first.
             queued = set(fresh)
             known = [a for a in self._order if a in queued]
             seen = set(known)
             self._order = deque([a for a in fresh if a not in seen] + known)
-        for _ in range(min(len(self._order), MAX_PROBES)):
-            author = self._order[0]
-            self._order.rotate(-1)
-            note = await claim(author)
+            note = await claims.stale()
             if note is not None:
                 return note
-        return await claim(None)
+        if len(self._order) <= 1:  # one user or none: their turn is the whole queue
+            return await claims.any()
+        for _ in range(MAX_PROBES):
+            if not self._order:  # another worker's refresh emptied it meanwhile
+                break
+            author = self._order[0]
+            self._order.rotate(-1)
+            note = await claims.for_author(author)
+            if note is not None:
+                return note
+            # Nothing due: out of the turns until a refresh lists the author again (each
+            # claim probed a user whose notes were all done until the next refresh).
+            with contextlib.suppress(ValueError):
+                self._order.remove(author)
+        return await claims.any()
+
+
+class LeaseClaims:
+    """`Claims` on the real queue, every claim taking the same lease (token and time)."""
+
+    def __init__(
+        self, queue: IndexQueue, token: str, now: datetime, lease_s: float, max_attempts: int
+    ) -> None:
+        self.queue, self.now = queue, now
+        self.lease: dict[str, Any] = {
+            "token": token,
+            "now": now,
+            "lease_s": lease_s,
+            "max_attempts": max_attempts,
+        }
+
+    async def authors(self) -> list[Author]:
+        return await self.queue.due_authors(self.now)
+
+    async def for_author(self, author: Author) -> Note:
+        return await self.queue.claim_for_author(author, **self.lease)
+
+    async def stale(self) -> Note:
+        return await self.queue.claim_stale(**self.lease)
+
+    async def any(self, note_id: ObjectId | None = None) -> Note:
+        """The most overdue claimable note (or `note_id`, if claimable)."""
+        return await self.queue.claim(**self.lease, note_id=note_id)

@@ -29,7 +29,7 @@ from api import observability as obs
 from api.db.client import is_unavailable
 from api.indexing.cache_repository import EmbeddingCacheRepository
 from api.indexing.chunks_repository import ChunksRepository
-from api.indexing.fairness import AuthorRotation
+from api.indexing.fairness import AuthorRotation, LeaseClaims
 from api.indexing.records import backoff_seconds, chunk_document, index_fields, index_stats
 from api.indexing.vectors import to_bson_vector
 from api.notes.queue import IndexQueue
@@ -90,20 +90,11 @@ class Reconciler:
         token = f"{self.worker_id}:{uuid.uuid4().hex[:12]}"
         now = datetime.now(UTC)
 
-        def claim(author_id: ObjectId | None) -> Awaitable[dict[str, Any] | None]:
-            return self.queue.claim(
-                token=token,
-                now=now,
-                lease_s=self.config.lease_s,
-                max_attempts=self.config.max_attempts,
-                note_id=note_id,
-                author_id=author_id,
-            )
-
+        claims = LeaseClaims(self.queue, token, now, self.config.lease_s, self.config.max_attempts)
         if note_id is not None:
-            note = await claim(None)
+            note = await claims.any(note_id)
         else:
-            note = await self.rotation.claim(self.queue.queued_authors, claim)
+            note = await self.rotation.claim(claims)
         if note is None:
             return None
         structlog.contextvars.bind_contextvars(job_id=token, note_id=str(note["_id"]))

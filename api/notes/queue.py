@@ -45,15 +45,44 @@ class IndexQueue:
         lease_s: float,
         max_attempts: int,
         note_id: ObjectId | None = None,
-        author_id: ObjectId | None = None,
     ) -> dict[str, Any] | None:
-        """Atomically take the most overdue claimable note (or `note_id` if claimable; of
-        `author_id` only, if given)."""
+        """Atomically take the most overdue claimable note of anyone, a note whose worker
+        died included (or `note_id` if claimable)."""
         query = _claimable(now, max_attempts)
         if note_id is not None:
             query = {"_id": note_id, **query}
-        if author_id is not None:
-            query = {"author_id": author_id, **query}
+        return await self._take(query, token=token, now=now, lease_s=lease_s)
+
+    async def claim_for_author(
+        self,
+        author_id: ObjectId | None,
+        *,
+        token: str,
+        now: datetime,
+        lease_s: float,
+        max_attempts: int,
+    ) -> dict[str, Any] | None:
+        """Atomically take the author's most overdue due note (`None`: notes with no
+        author); one range of the `index_queue_author` index."""
+        free = {"$or": [{"lease_expires_at": None}, {"lease_expires_at": {"$lt": now}}]}
+        query = {
+            "index_status": "pending",
+            "author_id": author_id,
+            "next_attempt_at": {"$lte": now},
+            "index_attempts": {"$lt": max_attempts},
+            **free,
+        }
+        return await self._take(query, token=token, now=now, lease_s=lease_s)
+
+    async def _take(
+        self,
+        query: dict[str, Any],
+        *,
+        token: str,
+        now: datetime,
+        lease_s: float,
+        sort: list[tuple[str, int]] | None = None,
+    ) -> dict[str, Any] | None:
         return await self.collection.find_one_and_update(
             query,
             {
@@ -65,13 +94,35 @@ class IndexQueue:
                 },
                 "$inc": {"index_attempts": 1},
             },
-            sort=[("next_attempt_at", 1)],
+            sort=sort or [("next_attempt_at", 1)],
             return_document=ReturnDocument.AFTER,
         )
 
-    async def queued_authors(self) -> list[ObjectId]:
-        """Authors with notes waiting to be indexed (their turn order: `AuthorRotation`)."""
-        return await self.collection.distinct("author_id", {"index_status": "pending"})
+    async def claim_stale(
+        self, *, token: str, now: datetime, lease_s: float, max_attempts: int
+    ) -> dict[str, Any] | None:
+        """Atomically take a note whose worker died mid-run (lease expired while
+        `indexing`), the longest dead first."""
+        query = {
+            "index_status": "indexing",
+            "lease_expires_at": {"$lt": now},
+            "index_attempts": {"$lt": max_attempts},
+        }
+        return await self._take(
+            query, token=token, now=now, lease_s=lease_s, sort=[("lease_expires_at", 1)]
+        )
+
+    async def due_authors(self, now: datetime) -> list[ObjectId | None]:
+        """Authors with notes due for indexing now (None: notes without an author), for
+        `AuthorRotation`; authors whose notes all wait out a back-off are not listed."""
+        query = {"index_status": "pending", "next_attempt_at": {"$lte": now}}
+        authors: list[ObjectId | None] = await self.collection.distinct("author_id", query)
+        # DISTINCT leaves out documents without the field (it lists an explicit null only).
+        if None not in authors and await self.collection.find_one(
+            {**query, "author_id": None}, {"_id": 1}, hint="index_queue_author"
+        ):
+            authors.append(None)
+        return authors
 
     async def extend_lease(self, note_id: ObjectId, token: str, until: datetime) -> bool:
         result = await self.collection.update_one(

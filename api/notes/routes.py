@@ -171,7 +171,7 @@ async def list_notes(
     notes: NotesServiceDep,
     status_: Annotated[Literal["active", "trashed"], Query(alias="status")] = "active",
     tag: Annotated[str, Query(min_length=1, max_length=512)] = None,  # noqa: RUF013
-    cursor: Annotated[str, Query(pattern=CURSOR_PATTERN, max_length=40)] = None,  # noqa: RUF013
+    cursor: Annotated[str, Query(pattern=CURSOR_PATTERN, max_length=42)] = None,  # noqa: RUF013
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
 ) -> NoteList:
     """List your notes, newest first, one page at a time (no bodies). Filter by `tag` and

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
@@ -70,21 +70,30 @@ def parse_if_match(value: str | None) -> int | None:
 
 
 # A page position: "<created_at in ms since the epoch>-<note id>". Every string matching
-# CURSOR_PATTERN is a valid position (the schema can state the whole contract).
-CURSOR_PATTERN = r"^[0-9]{1,13}-[0-9a-f]{24}$"
+# CURSOR_PATTERN is a valid position (the schema can state the whole contract). Negative and
+# 15-digit times are positions too: a legacy note migrated from 1969 or 9999 made a cursor
+# that looped on one page or that the API refused (found by review).
+CURSOR_PATTERN = r"^-?[0-9]{1,15}-[0-9a-f]{24}$"
 _CURSOR = re.compile(CURSOR_PATTERN)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_FIRST, _LAST = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)
 
 
 def encode_cursor(doc: dict[str, Any]) -> str:
-    millis = max(0, int(note_created_at(doc).timestamp() * 1000))
+    created = note_created_at(doc)
+    millis = (created - _EPOCH) // timedelta(milliseconds=1)
     return f"{millis}-{doc['_id']}"
 
 
 def decode_cursor(cursor: str) -> tuple[datetime, ObjectId]:
     if not _CURSOR.match(cursor):
         raise BadRequest("invalid cursor: pass next_cursor from a previous page unchanged")
-    millis, oid = cursor.split("-")
-    return datetime.fromtimestamp(int(millis) / 1000, UTC), ObjectId(oid)
+    millis, oid = cursor.rsplit("-", 1)
+    try:
+        created = _EPOCH + timedelta(milliseconds=int(millis))
+    except OverflowError:  # past what a date can hold: before or after every note
+        created = _FIRST if millis.startswith("-") else _LAST
+    return created, ObjectId(oid)
 
 
 class NotesService:

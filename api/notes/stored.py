@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from bson import ObjectId
+from bson import Int64, ObjectId
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -64,14 +64,17 @@ def note_status(doc: dict[str, Any]) -> Literal["active", "trashed"]:
 
 def as_datetime(value: Any) -> datetime | None:
     """A stored time as an aware UTC datetime: a BSON date, an ISO 8601 string or epoch
-    milliseconds (as MongoDB's `$convert` reads a number); None when it is none of those."""
+    milliseconds in a 64-bit integer or a double; None for anything else. Numbers are read
+    as MongoDB's `$convert` reads them (the migration stores its result), which refuses a
+    32-bit integer: read otherwise, a note showed one date before the migration and
+    another after (found by review)."""
     try:
         if isinstance(value, datetime):
             return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
         if isinstance(value, str):
             parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
             return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        if isinstance(value, Int64 | float):
             return datetime.fromtimestamp(value / 1000, UTC)
     except (ValueError, OverflowError, OSError):
         return None

@@ -196,3 +196,13 @@ async def test_notes_api_mode_served_over_http(mongo_url: str, tmp_path: Path) -
     assert len(result.phases[("PATCH tags only", 2)].samples) == 1
     assert "documents examined" in result.list_plan
     assert "P50 ÷ find_one" in mode_table(result)
+
+
+async def test_indexing_fairness_rounds_and_report(mongo_url: str) -> None:
+    from benchmarks.indexing_fairness import MODES, report, run_round
+
+    rounds = [await run_round(mongo_url, mode, backlog=8, bob_notes=2) for mode in MODES]
+    assert [len(r["bob"]) for r in rounds] == [2, 2]
+    assert all(0 < r["bob"][-1] <= r["drain"] for r in rounds)
+    text = report(rounds, backlog=8, bob_notes=2)
+    assert "users take turns (default)" in text and "1.00×" in text

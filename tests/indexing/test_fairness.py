@@ -3,71 +3,102 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bson import ObjectId
 
-from api.indexing.fairness import MAX_PROBES, AuthorRotation
+from api.indexing.fairness import AuthorRotation
 from tests.conftest import running_app
 
 
 class FakeQueue:
-    """Notes per author, each author's oldest first (the real queue: test below)."""
+    """`Claims` over notes per author, each author's oldest first (the real queue: the
+    tests below the pure ones)."""
 
     def __init__(self, queued: dict[ObjectId, int]) -> None:
         self.queued = dict(queued)
-        self.reads = 0
+        self.calls: list[str] = []
 
-    async def authors(self) -> list[ObjectId]:
-        self.reads += 1
+    async def authors(self) -> list[ObjectId | None]:
+        self.calls.append("authors")
         return [a for a, n in self.queued.items() if n]
 
-    async def claim(self, author: ObjectId | None) -> dict[str, Any] | None:
-        if author is None:  # the most overdue of anyone: the first author's
-            author = next((a for a, n in self.queued.items() if n), None)
-            if author is None:
-                return None
-        if not self.queued.get(author):
+    async def for_author(self, author: ObjectId | None) -> dict[str, Any] | None:
+        self.calls.append("author")
+        if author is None or not self.queued.get(author):
             return None
         self.queued[author] -= 1
         return {"author_id": author}
+
+    async def stale(self) -> dict[str, Any] | None:
+        self.calls.append("stale")
+        return None
+
+    async def any(self) -> dict[str, Any] | None:  # the most overdue: the first author's
+        self.calls.append("any")
+        author = next((a for a, n in self.queued.items() if n), None)
+        return None if author is None else await self.for_author(author)
 
 
 async def test_authors_take_turns_and_a_lone_author_gets_every_claim() -> None:
     alice, bob, carol = ObjectId(), ObjectId(), ObjectId()
     queue = FakeQueue({alice: 1000, bob: 2, carol: 1})
     rotation = AuthorRotation(refresh_s=3600)
-    order = [(await rotation.claim(queue.authors, queue.claim))["author_id"] for _ in range(8)]
-    assert order[:3].count(alice) == 1 and set(order[:3]) == {alice, bob, carol}
+
+    async def claim() -> ObjectId:
+        note = await rotation.claim(queue)
+        assert note is not None
+        return note["author_id"]
+
+    order = [await claim() for _ in range(8)]
+    assert set(order[:3]) == {alice, bob, carol}
     assert order.count(bob) == 2 and order.count(carol) == 1 and order[5:] == [alice] * 3
-    assert queue.reads == 1
+    assert queue.calls.count("authors") == 1 and queue.calls.count("stale") == 1
 
 
-async def test_a_newcomer_goes_first_at_the_next_refresh() -> None:
+async def test_a_newcomer_gets_the_first_turn_after_the_next_refresh() -> None:
     alice, bob = ObjectId(), ObjectId()
     queue = FakeQueue({alice: 1000})
     rotation = AuthorRotation(refresh_s=0.05)
     for _ in range(3):
-        await rotation.claim(queue.authors, queue.claim)
+        await rotation.claim(queue)
     queue.queued[bob] = 1
     await asyncio.sleep(0.06)
-    assert (await rotation.claim(queue.authors, queue.claim))["author_id"] == bob
+    note = await rotation.claim(queue)
+    assert note is not None and note["author_id"] == bob
 
 
-async def test_authors_with_nothing_due_fall_back_to_the_most_overdue_note() -> None:
-    idle = [ObjectId() for _ in range(MAX_PROBES + 5)]
-    calls: list[ObjectId | None] = []
+async def test_an_idle_poll_costs_one_claim_when_every_author_waits_out_a_back_off() -> None:
+    """With every note in back-off an idle poll cost 16 author claims and a fallback
+    (found by review): the author list holds only authors with due notes."""
+    queue = FakeQueue({})
+    rotation = AuthorRotation(refresh_s=3600)
+    assert await rotation.claim(queue) is None
+    assert queue.calls == ["authors", "stale", "any"]
+    queue.calls.clear()
+    assert await rotation.claim(queue) is None
+    assert queue.calls == ["any"]
 
-    async def authors() -> list[ObjectId]:
-        return idle
 
-    async def claim(author: ObjectId | None) -> dict[str, Any] | None:
-        calls.append(author)
-        return {"author_id": "dead worker's note"} if author is None else None
+async def test_workers_sharing_the_rotation_survive_a_refresh_that_empties_it() -> None:
+    """Worker A probed while worker B's refresh emptied the shared list: IndexError."""
+    alice = ObjectId()
+    gate = asyncio.Event()
 
-    note = await AuthorRotation().claim(authors, claim)
-    assert note == {"author_id": "dead worker's note"}
-    assert len(calls) == MAX_PROBES + 1 and calls[-1] is None
+    class Stalled(FakeQueue):
+        async def for_author(self, author: ObjectId | None) -> dict[str, Any] | None:
+            await gate.wait()  # A waits here while B refreshes
+            return None
+
+    queue = Stalled({alice: 1})
+    rotation = AuthorRotation(refresh_s=0.01)
+    a = asyncio.create_task(rotation.claim(queue))
+    await asyncio.sleep(0.02)
+    queue.queued.clear()
+    assert await rotation.claim(queue) is None  # B: the refresh lists nobody
+    gate.set()
+    assert await a is None
 
 
 async def test_one_users_backlog_does_not_hold_up_anothers_note(make_settings: Any) -> None:
@@ -87,3 +118,53 @@ async def test_one_users_backlog_does_not_hold_up_anothers_note(make_settings: A
         while await reconciler.run_once() is not None:
             done += 1
         assert done == 41  # and Alice's backlog still drains completely
+
+
+async def test_a_dead_workers_note_and_an_authorless_note_do_not_wait_for_a_backlog(
+    make_settings: Any,
+) -> None:
+    """A note whose worker died (`indexing`, lease expired) belongs to no user's turn: it
+    was claimed 41st of 41, behind Alice's whole backlog (a regression of the first
+    version, found by review); a legacy note with no author likewise."""
+    async with running_app(make_settings(autonote_index_workers=0)) as api:
+        alice, bob = await api.new_user("alice"), await api.new_user("bob")
+        for i in range(30):
+            body = {"title": f"A{i}", "content_md": f"alice note {i}"}
+            assert (await api.client.post("/v1/notes", json=body, headers=alice)).status_code == 201
+        body = {"title": "B", "content_md": "bob's note"}
+        crashed = ObjectId(
+            (await api.client.post("/v1/notes", json=body, headers=bob)).json()["id"]
+        )
+        past = datetime.now(UTC) - timedelta(seconds=5)
+        await api.container.db.notes.update_one(
+            {"_id": crashed},
+            {
+                "$set": {
+                    "index_status": "indexing",
+                    "lease_token": "dead:1",
+                    "lease_expires_at": past,
+                    "index_attempts": 1,
+                }
+            },
+        )
+        orphan = (
+            await api.container.db.notes.insert_one(
+                {
+                    "title": "x",
+                    "content_md": "y",
+                    "status": "active",
+                    "version": 1,
+                    "index_status": "pending",
+                    "next_attempt_at": datetime.now(UTC),
+                    "index_attempts": 0,
+                    "created_at": datetime.now(UTC),
+                }
+            )
+        ).inserted_id
+        reconciler = api.container.indexing.reconciler
+        first = [(await reconciler.run_once()).note_id for _ in range(4)]
+        assert crashed in first and orphan in first, first
+        orphan_doc = await api.container.db.notes.find_one({"_id": orphan})
+        assert (
+            orphan_doc["index_status"] == "failed" and "no author_id" in orphan_doc["index_error"]
+        )

@@ -159,3 +159,39 @@ async def test_notes_whose_id_is_not_an_objectid_are_reported(
         assert {f["note_id"] for f in result["failures"]} == {"legacy-42", "42"}
         assert all("not an ObjectId" in f["error"] for f in result["failures"])
     assert await db.notes.count_documents({"index_status": "indexed"}) == 3
+
+
+async def test_listing_pages_through_migrated_notes_of_any_year(
+    settings: Settings, db: AsyncDatabase
+) -> None:
+    """A note from 1969 made the listing repeat one page forever; one from 9999 gave a
+    next_cursor the API refused; an int32 created_at read one date before the migration
+    and another after (found by review)."""
+    async with running_app(settings.model_copy(update={"autonote_index_workers": 0})) as api:
+        key = await api.new_user()
+        author = ObjectId((await api.client.get("/v1/me", headers=key)).json()["user_id"])
+        odd = ["1969-06-01T00:00:00Z", "9999-01-01T00:00:00Z", 1_704_153_600]
+        ids = [
+            (await db.notes.insert_one(_legacy(author, {"created_at": c}))).inserted_id for c in odd
+        ]
+        body = {"title": "Good", "content_md": "x"}
+        ids.append(
+            ObjectId((await api.client.post("/v1/notes", headers=key, json=body)).json()["id"])
+        )
+        before = (await api.client.get(f"/v1/notes/{ids[2]}", headers=key)).json()["created_at"]
+        code, _ = await run_in_process(settings, concurrency=1)
+        assert code == 0
+        after = (await api.client.get(f"/v1/notes/{ids[2]}", headers=key)).json()["created_at"]
+        seen: list[str] = []
+        cursor = None
+        for _ in range(10):
+            params = {"limit": 1, **({"cursor": cursor} if cursor else {})}
+            page = await api.client.get("/v1/notes", params=params, headers=key)
+            assert page.status_code == 200, page.text
+            seen += [n["id"] for n in page.json()["items"]]
+            cursor = page.json()["next_cursor"]
+            if cursor is None:
+                break
+    assert before == after
+    assert sorted(seen) == sorted(map(str, ids)), seen
+    assert seen[0] == str(ids[1]) and seen[-1] == str(ids[0])  # 9999 first, 1969 last

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bson import Binary, ObjectId
+from bson import Binary, Int64, ObjectId
 
 from api.notes.stored import (
     EPOCH,
@@ -46,7 +46,9 @@ def test_times() -> None:
     assert as_datetime("2024-01-02T00:00:00Z") == day
     assert as_datetime("2024-01-02T01:00:00+01:00") == day
     assert as_datetime("2024-01-02") == day and as_datetime(datetime(2024, 1, 2)) == day
-    assert as_datetime(1_704_153_600_000) == day  # epoch milliseconds, as MongoDB reads them
+    assert as_datetime(Int64(1_704_153_600_000)) == day  # epoch ms, as MongoDB reads them
+    assert as_datetime(1_704_153_600_000.0) == day
+    assert as_datetime(1_704_153_600) is None  # a 32-bit integer: $convert refuses it too
     assert as_datetime("last tuesday") is None and as_datetime(10**30) is None
     assert as_datetime(True) is None and as_datetime([day]) is None
     oid = ObjectId.from_datetime(day)
