@@ -151,7 +151,11 @@ class NoteOut(BaseModel):
             version=whole_version(doc.get("version")),
             created_at=note_created_at(doc),
             updated_at=note_updated_at(doc),
-            index_status=doc.get("index_status") or "pending",
+            # A legacy note trashed before indexing existed is never queued (nothing to
+            # index): "pending" forever misread it (found by review); it is as up to date
+            # as a note trashed through the API, with no chunks.
+            index_status=doc.get("index_status")
+            or ("indexed" if note_status(doc) == "trashed" else "pending"),
             indexed_version=doc.get("indexed_version"),
             index_error=doc.get("index_error"),
             index_attempts=int(doc.get("index_attempts") or 0),

@@ -195,3 +195,16 @@ async def test_listing_pages_through_migrated_notes_of_any_year(
     assert before == after
     assert sorted(seen) == sorted(map(str, ids)), seen
     assert seen[0] == str(ids[1]) and seen[-1] == str(ids[0])  # 9999 first, 1969 last
+
+
+async def test_a_legacy_note_trashed_before_indexing_is_not_pending_forever(
+    settings: Settings, db: AsyncDatabase
+) -> None:
+    async with running_app(settings.model_copy(update={"autonote_index_workers": 0})) as api:
+        key = await api.new_user()
+        author = ObjectId((await api.client.get("/v1/me", headers=key)).json()["user_id"])
+        oid = (await db.notes.insert_one(_legacy(author, {"status": "trashed"}))).inserted_id
+        code, result = await run_in_process(settings, concurrency=1)
+        assert code == 0 and result["selected"] == 0
+        note = (await api.client.get(f"/v1/notes/{oid}", headers=key)).json()
+    assert (note["status"], note["index_status"], note["chunk_count"]) == ("trashed", "indexed", 0)
