@@ -134,59 +134,81 @@ def extractive_answer(
     return "\n".join([prefix, *lines]), [ref for _, _, ref, _ in chosen]
 
 
-_FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+# Any indentation: a fence inside a list item is indented 4+ spaces (found by review).
+_FENCE_OPEN = re.compile(r"^\s*(`{3,}|~{3,})")
+# A table's delimiter row, with or without outer pipes: `|---|:--:|`, `--- | ---`.
+_TABLE_RULE = re.compile(r"^\s*\|?(\s*:?-+:?\s*\|)+\s*(:?-+:?)?\s*$")
 MAX_QUOTE_CHARS = 600
 MAX_QUOTE_LINES = 40
+MAX_BLOCK_CHARS = 1500
+MAX_LINE_CHARS = 300
 
 
 def _passages(text: str) -> list[str]:
     """The quotable units of a section: each sentence of its prose (whitespace collapsed),
-    each fenced code block and each table whole, as written."""
+    each fenced code block and each table whole, as written. A fence the section cut
+    before its content is no unit."""
     units: list[str] = []
     prose: list[str] = []
-    block: list[str] = []
-    fence: str | None = None
+    lines = text.splitlines()
 
     def flush_prose() -> None:
         flat = " ".join(" ".join(prose).split())
         units.extend(s.strip() for s in _SENTENCE.split(flat) if s.strip())
         prose.clear()
 
-    for line in text.splitlines():
-        if fence is not None:
-            block.append(line)
-            if line.strip().startswith(fence):
-                units.append("\n".join(block))
-                block, fence = [], None
-        elif match := _FENCE_OPEN.match(line):
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if match := _FENCE_OPEN.match(line):
             flush_prose()
-            fence, block = match.group(1), [line]
-        elif line.lstrip().startswith("|"):
-            if not block:
-                flush_prose()
-            block.append(line)
-        else:
-            if block:  # a table ended
+            fence, j = match.group(1), i + 1
+            while j < len(lines) and not lines[j].strip().startswith(fence):
+                j += 1
+            block = lines[i : j + 1]  # through the closing fence, or to the end (cut)
+            if len(block) > 1:
                 units.append("\n".join(block))
-                block = []
+            i = j + 1
+        elif "|" in line and i + 1 < len(lines) and _TABLE_RULE.match(lines[i + 1]):
+            flush_prose()
+            j = i + 2
+            while j < len(lines) and "|" in lines[j] and lines[j].strip():
+                j += 1
+            units.append("\n".join(lines[i:j]))
+            i = j
+        else:
             if line.strip():
                 prose.append(line)
             else:
                 flush_prose()
-    if block:
-        units.append("\n".join(block))
+            i += 1
     flush_prose()
     return units
 
 
 def _quote(passage: str, ref: int) -> str:
     """One list item quoting `passage`: prose on the item's line, code and tables below
-    it, indented into the item so they keep their lines."""
+    it, indented into the item so they keep their lines. A long block is cut at whole
+    lines (a cut line ends in "…"), with its closing fence kept and "(…)" after it; a code
+    block the section cut off is shown without its opening fence (an unclosed fence would
+    swallow the rest of the answer)."""
     if "\n" not in passage:
         return f"- {passage[:MAX_QUOTE_CHARS]} [{ref}]"
     lines = passage.splitlines()
-    if len(lines) > MAX_QUOTE_LINES:  # keep a code block's closing fence
-        tail = lines[-1:] if _FENCE_OPEN.match(lines[0]) else []
-        lines = [*lines[: MAX_QUOTE_LINES - 1 - len(tail)], "…", *tail]
-    body = "\n".join(f"  {line}" for line in lines)
-    return f"- [{ref}]\n\n{body}"
+    fence = _FENCE_OPEN.match(lines[0])
+    closing: list[str] = []
+    if fence and len(lines) > 1 and lines[-1].strip().startswith(fence.group(1)):
+        closing = [lines.pop()]
+    elif fence:  # cut by the section: an indented code block instead
+        lines = ["    " + line for line in lines[1:]]
+    kept: list[str] = []
+    size = 0
+    for line in lines:
+        cut = line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + "…"
+        if kept and (len(kept) >= MAX_QUOTE_LINES - 1 or size + len(cut) > MAX_BLOCK_CHARS):
+            break
+        kept.append(cut)
+        size += len(cut)
+    body = "\n".join(f"  {line}" for line in [*kept, *closing])
+    more = "\n\n  (…)" if len(kept) < len(lines) else ""
+    return f"- [{ref}]\n\n{body}{more}"

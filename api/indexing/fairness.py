@@ -60,6 +60,7 @@ class AuthorRotation:
         self.refresh_s = refresh_s
         self._order: deque[Author] = deque()
         self._read_at = float("-inf")
+        self._stale = False  # dead workers' notes may be waiting (checked since the refresh)
 
     async def claim(self, claims: Claims) -> Note:
         """The next author's most overdue note; on a refresh, a dead worker's note first;
@@ -72,9 +73,15 @@ class AuthorRotation:
             known = [a for a in self._order if a in queued]
             seen = set(known)
             self._order = deque([a for a in fresh if a not in seen] + known)
+            self._stale = True
+        if self._stale:
+            # Every dead worker's note, one per claim, until none is left (a process with
+            # 16 loops that died left 16; one per refresh put the last behind 16 s of
+            # everyone's backlog; found by review).
             note = await claims.stale()
             if note is not None:
                 return note
+            self._stale = False
         if len(self._order) <= 1:  # one user or none: their turn is the whole queue
             return await claims.any()
         for _ in range(MAX_PROBES):

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from bson import ObjectId
 
-from api.notes.stored import note_status
+from api.notes.stored import FIRST_MS, LAST_MS, note_status
 from api.notes.versioning import WHOLE_VERSION, is_whole_version, whole_version
 
 Reason = Literal[
@@ -127,8 +127,17 @@ def unaddressable_detail(note_id: Any) -> str:
 
 def _as_date(path: str) -> dict[str, Any]:
     """A stored time as a date (ISO strings, epoch milliseconds, an ObjectId's second), or
-    null."""
-    return {"$convert": {"input": path, "to": "date", "onError": None, "onNull": None}}
+    null, as `api.notes.stored.as_datetime` reads it. A number past what a date holds is
+    null: converting it made the server fail the whole batch's update (found by review)."""
+    convert = {"$convert": {"input": "$$v", "to": "date", "onError": None, "onNull": None}}
+    numeric = {"$in": [{"$type": "$$v"}, ["int", "long", "double", "decimal"]]}
+    out_of_range = {"$or": [{"$lt": ["$$v", FIRST_MS]}, {"$gt": ["$$v", LAST_MS]}]}
+    return {
+        "$let": {
+            "vars": {"v": path},
+            "in": {"$cond": [{"$and": [numeric, out_of_range]}, None, convert]},
+        }
+    }
 
 
 def enqueue_update(now: datetime) -> list[dict[str, Any]]:

@@ -11,12 +11,14 @@ what cannot be read as text makes the note unindexable with a reason
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from bson import Int64, ObjectId
+from bson import Decimal128, Int64, ObjectId
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Epoch milliseconds a date can hold (years 1 to 9999), here and in the migration's $convert.
+FIRST_MS, LAST_MS = -62_135_596_800_000, 253_402_300_799_999
 
 
 def as_text(value: Any) -> str | None:
@@ -74,8 +76,12 @@ def as_datetime(value: Any) -> datetime | None:
         if isinstance(value, str):
             parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
             return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
-        if isinstance(value, Int64 | float):
-            return datetime.fromtimestamp(value / 1000, UTC)
+        if isinstance(value, Int64 | float | Decimal128):
+            number = value.to_decimal() if isinstance(value, Decimal128) else value
+            millis = int(number)  # toward zero, as $convert; BSON dates hold milliseconds
+            if not FIRST_MS <= millis <= LAST_MS:
+                return None
+            return EPOCH + timedelta(milliseconds=millis)
     except (ValueError, OverflowError, OSError):
         return None
     return None

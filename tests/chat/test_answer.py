@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from api.chat.answer import cited_refs, extractive_answer, remove_invented_refs
+from api.chat.answer import _passages, cited_refs, extractive_answer, remove_invented_refs
 from api.chat.context import Citation, section_block
 
 MODEL_REPLY = """Use backoff [1]:
@@ -101,3 +101,35 @@ def test_an_extractive_answer_keeps_code_and_tables_whole_and_skips_unrelated_qu
     assert "  | step | command |\n  |---|---|\n  | undo | kubectl rollout undo |" in answer
     # The top section is always quoted, even without a shared word.
     assert extractive_answer("zzz", [cite(2, "page body 4")])[1] == [2]
+
+
+def _cite(ref: int, text: str) -> Citation:
+    return Citation(ref, f"n{ref}", "t", ["t"], 0, len(text), "", text)
+
+
+def test_extractive_blocks_in_the_shapes_notes_write_them() -> None:
+    """Review of the first version: a fence inside a list item (indented 4 spaces) and a
+    table without outer pipes were flattened; a table right before a fence was lost; a
+    section cut after its opening fence hid the citation in the fence's info string; a
+    5 000-character code line went into the answer whole."""
+    item = (
+        "1. Roll back the deployment:\n\n"
+        "    ```bash\n    kubectl rollout undo deploy/web\n    kubectl get pods\n    ```\n"
+    )
+    answer, _ = extractive_answer("undo kubectl rollout deploy web", [_cite(1, item)])
+    assert "      kubectl rollout undo deploy/web\n      kubectl get pods\n      ```" in answer
+    bare = "step | command\n--- | ---\nundo | kubectl rollout undo\n"
+    answer, _ = extractive_answer("kubectl rollout undo command", [_cite(1, bare)])
+    assert "  step | command\n  --- | ---\n  undo | kubectl rollout undo" in answer
+    units = _passages(
+        "| region | host |\n|---|---|\n| eu | eu.example.com |\n```sh\necho hi\n```\n"
+    )
+    assert units == ["| region | host |\n|---|---|\n| eu | eu.example.com |", "```sh\necho hi\n```"]
+    answer, refs = extractive_answer("bash", [_cite(1, "Deploy with the script.\n\n```bash\n")])
+    assert answer.endswith("- Deploy with the script. [1]") and refs == [1]
+    cut = "Run it:\n\n```bash\n./deploy.sh --bash\n"  # the section ends inside the code
+    answer, _ = extractive_answer("deploy.sh bash", [_cite(1, cut)])
+    assert "- [1]\n\n      ./deploy.sh --bash" in answer and "```" not in answer
+    long = "```json\n" + "x" * 5000 + " kubectl\n" + "y\n" * 100 + "```\n"
+    answer, _ = extractive_answer("kubectl", [_cite(1, long)])
+    assert len(answer) < 2500 and answer.rstrip().endswith("(…)") and "  ```\n" in answer

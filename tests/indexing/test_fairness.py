@@ -19,6 +19,7 @@ class FakeQueue:
     def __init__(self, queued: dict[ObjectId, int]) -> None:
         self.queued = dict(queued)
         self.calls: list[str] = []
+        self.dead = 0  # notes of a dead worker
 
     async def authors(self) -> list[ObjectId | None]:
         self.calls.append("authors")
@@ -33,7 +34,10 @@ class FakeQueue:
 
     async def stale(self) -> dict[str, Any] | None:
         self.calls.append("stale")
-        return None
+        if not self.dead:
+            return None
+        self.dead -= 1
+        return {"author_id": "dead worker's"}
 
     async def any(self) -> dict[str, Any] | None:  # the most overdue: the first author's
         self.calls.append("any")
@@ -55,6 +59,18 @@ async def test_authors_take_turns_and_a_lone_author_gets_every_claim() -> None:
     assert set(order[:3]) == {alice, bob, carol}
     assert order.count(bob) == 2 and order.count(carol) == 1 and order[5:] == [alice] * 3
     assert queue.calls.count("authors") == 1 and queue.calls.count("stale") == 1
+
+
+async def test_every_dead_workers_note_comes_first_after_a_refresh() -> None:
+    """One per refresh put a dead 16-loop process's last note behind 16 s of everyone's
+    backlog (found by review)."""
+    queue = FakeQueue({ObjectId(): 100, ObjectId(): 100})
+    queue.dead = 5
+    rotation = AuthorRotation(refresh_s=3600)
+    got = [await rotation.claim(queue) for _ in range(7)]
+    assert [n["author_id"] for n in got[:5] if n] == ["dead worker's"] * 5
+    assert all(n and n["author_id"] != "dead worker's" for n in got[5:])
+    assert queue.calls.count("stale") == 6  # the sixth finds none; then no more until a refresh
 
 
 async def test_a_newcomer_gets_the_first_turn_after_the_next_refresh() -> None:

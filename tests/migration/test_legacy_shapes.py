@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from bson import ObjectId
+from bson import Int64, ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
 
 from api.config import Settings
@@ -208,3 +208,21 @@ async def test_a_legacy_note_trashed_before_indexing_is_not_pending_forever(
         assert code == 0 and result["selected"] == 0
         note = (await api.client.get(f"/v1/notes/{oid}", headers=key)).json()
     assert (note["status"], note["index_status"], note["chunk_count"]) == ("trashed", "indexed", 0)
+
+
+@pytest.mark.parametrize(
+    "created",
+    [Int64(253_402_300_800_000), Int64(-62_135_596_800_001), Int64(10**15), 3e14],
+    ids=["year_10000", "year_0", "1e15", "3e14_double"],
+)
+async def test_a_numeric_time_past_what_a_date_holds_does_not_stop_the_migration(
+    settings: Settings, db: AsyncDatabase, created: Any
+) -> None:
+    """Converting it failed the server's update for the whole batch: the run exited 1 and
+    indexed nothing after it (found by review). It now reads as the _id's time."""
+    author = ObjectId()
+    oid = (await db.notes.insert_one(_legacy(author, {"created_at": created}))).inserted_id
+    code, result = await run_in_process(settings, concurrency=1)
+    assert code == 0 and result["indexed"] == 1, result
+    stored = await db.notes.find_one({"_id": oid})
+    assert stored["created_at"] == oid.generation_time

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bson import Binary, Int64, ObjectId
+from bson import Binary, Decimal128, Int64, ObjectId
 
 from api.notes.stored import (
     EPOCH,
@@ -49,6 +49,13 @@ def test_times() -> None:
     assert as_datetime(Int64(1_704_153_600_000)) == day  # epoch ms, as MongoDB reads them
     assert as_datetime(1_704_153_600_000.0) == day
     assert as_datetime(1_704_153_600) is None  # a 32-bit integer: $convert refuses it too
+    # As $convert reads them (review): truncated toward zero to whole milliseconds,
+    # decimals too, and nothing past what a date can hold.
+    assert as_datetime(1_704_153_600_000.7) == day
+    assert as_datetime(-1.5) == datetime(1969, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)
+    assert as_datetime(Decimal128("1704153600000")) == day
+    for far in (Int64(253_402_300_800_000), Int64(-62_135_596_800_001), 3e14, float("nan")):
+        assert as_datetime(far) is None, far
     assert as_datetime("last tuesday") is None and as_datetime(10**30) is None
     assert as_datetime(True) is None and as_datetime([day]) is None
     oid = ObjectId.from_datetime(day)
