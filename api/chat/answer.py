@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pyromark
+
 from api.chat.context import Citation
 
 # [1], [1, 2], [1][3], [1-2] are all ways models cite, after a space or not (`UTC[1]`,
@@ -134,56 +136,79 @@ def extractive_answer(
     return "\n".join([prefix, *lines]), [ref for _, _, ref, _ in chosen]
 
 
-# Any indentation: a fence inside a list item is indented 4+ spaces (found by review).
 _FENCE_OPEN = re.compile(r"^\s*(`{3,}|~{3,})")
-# A table's delimiter row, with or without outer pipes: `|---|:--:|`, `--- | ---`.
-_TABLE_RULE = re.compile(r"^\s*\|?(\s*:?-+:?\s*\|)+\s*(:?-+:?)?\s*$")
+_PARSER = pyromark.Markdown(options=pyromark.Options.ENABLE_TABLES)
 MAX_QUOTE_CHARS = 600
 MAX_QUOTE_LINES = 40
 MAX_BLOCK_CHARS = 1500
 MAX_LINE_CHARS = 300
 
 
+def _block_lines(text: str) -> list[tuple[int, int]]:
+    """(first, last) line numbers of each code block and table in `text`, as the markdown
+    parser (pulldown-cmark, the chunker's) finds them. Reading fences by hand missed
+    fences in list items, pipe-less tables, closing fences with text after them and
+    fences inside indented code (found by review)."""
+    data = text.encode("utf-8")
+    spans: list[tuple[int, int]] = []
+    depth = 0  # inside a code block or table: nested starts are part of it
+    for event, span in _PARSER.events_with_range(text):
+        if type(event) is not dict:
+            continue
+        tag = event.get("Start")
+        name = None if tag is None else (tag if type(tag) is str else next(iter(tag)))
+        if name in ("CodeBlock", "Table"):
+            if depth == 0:
+                first = data.count(b"\n", 0, span["start"])
+                last = data.count(b"\n", 0, max(span["start"], span["end"] - 1))
+                spans.append((first, last))
+            depth += 1
+        elif "End" in event and event["End"] in ("CodeBlock", "Table"):
+            depth -= 1
+    return spans
+
+
 def _passages(text: str) -> list[str]:
     """The quotable units of a section: each sentence of its prose (whitespace collapsed),
-    each fenced code block and each table whole, as written. A fence the section cut
-    before its content is no unit."""
+    each code block and each table whole, as written (whole lines). A fence the section
+    cut before its content is no unit."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     units: list[str] = []
     prose: list[str] = []
-    lines = text.splitlines()
 
     def flush_prose() -> None:
         flat = " ".join(" ".join(prose).split())
         units.extend(s.strip() for s in _SENTENCE.split(flat) if s.strip())
         prose.clear()
 
+    blocks = dict(_block_lines("\n".join(lines)))
     i = 0
     while i < len(lines):
-        line = lines[i]
-        if match := _FENCE_OPEN.match(line):
+        if i in blocks:
             flush_prose()
-            fence, j = match.group(1), i + 1
-            while j < len(lines) and not lines[j].strip().startswith(fence):
-                j += 1
-            block = lines[i : j + 1]  # through the closing fence, or to the end (cut)
+            block = lines[i : blocks[i] + 1]
+            while block and not block[-1].strip():
+                block.pop()
             if len(block) > 1:
                 units.append("\n".join(block))
-            i = j + 1
-        elif "|" in line and i + 1 < len(lines) and _TABLE_RULE.match(lines[i + 1]):
-            flush_prose()
-            j = i + 2
-            while j < len(lines) and "|" in lines[j] and lines[j].strip():
-                j += 1
-            units.append("\n".join(lines[i:j]))
-            i = j
+            elif block and not _FENCE_OPEN.match(block[0]):
+                prose.append(block[0])  # one line of code: quoted like a sentence
+            i = blocks[i] + 1
+            continue
+        if lines[i].strip():
+            prose.append(lines[i])
         else:
-            if line.strip():
-                prose.append(line)
-            else:
-                flush_prose()
-            i += 1
+            flush_prose()
+        i += 1
     flush_prose()
-    return units
+    return [u for u in units if u.strip()]
+
+
+def _closes(line: str, opener: str) -> bool:
+    """Whether `line` closes a fence opened with `opener` (CommonMark: the same character,
+    at least as many, nothing else on the line)."""
+    match = re.fullmatch(r"\s*(`+|~+)\s*", line)
+    return bool(match) and match.group(1)[0] == opener[0] and len(match.group(1)) >= len(opener)
 
 
 def _quote(passage: str, ref: int) -> str:
@@ -193,11 +218,12 @@ def _quote(passage: str, ref: int) -> str:
     block the section cut off is shown without its opening fence (an unclosed fence would
     swallow the rest of the answer)."""
     if "\n" not in passage:
-        return f"- {passage[:MAX_QUOTE_CHARS]} [{ref}]"
+        cut = passage if len(passage) <= MAX_QUOTE_CHARS else passage[:MAX_QUOTE_CHARS] + "…"
+        return f"- {cut} [{ref}]"
     lines = passage.splitlines()
     fence = _FENCE_OPEN.match(lines[0])
     closing: list[str] = []
-    if fence and len(lines) > 1 and lines[-1].strip().startswith(fence.group(1)):
+    if fence and len(lines) > 1 and _closes(lines[-1], fence.group(1)):
         closing = [lines.pop()]
     elif fence:  # cut by the section: an indented code block instead
         lines = ["    " + line for line in lines[1:]]

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from bson import ObjectId
 
-from api.notes.stored import FIRST_MS, LAST_MS, note_status
+from api.notes.stored import FIRST_MS, LAST_MS, STRING_YEAR, note_status
 from api.notes.versioning import WHOLE_VERSION, is_whole_version, whole_version
 
 Reason = Literal[
@@ -131,11 +131,33 @@ def _as_date(path: str) -> dict[str, Any]:
     null: converting it made the server fail the whole batch's update (found by review)."""
     convert = {"$convert": {"input": "$$v", "to": "date", "onError": None, "onNull": None}}
     numeric = {"$in": [{"$type": "$$v"}, ["int", "long", "double", "decimal"]]}
-    out_of_range = {"$or": [{"$lt": ["$$v", FIRST_MS]}, {"$gt": ["$$v", LAST_MS]}]}
+    whole = {"$trunc": "$$v"}
+    out_of_range = {"$or": [{"$lt": [whole, FIRST_MS]}, {"$gt": [whole, LAST_MS]}]}
+    # A string only with a four-digit year (the server read "10000-01-01" as 2000), and any
+    # result past what a date holds is null (an offset pushed "9999-12-31T23:00-05:00"
+    # there and the server failed the whole batch); `as_datetime` applies the same rules.
+    bad_string = {
+        "$and": [
+            {"$eq": [{"$type": "$$v"}, "string"]},
+            {"$not": [{"$regexMatch": {"input": "$$v", "regex": STRING_YEAR.pattern}}]},
+        ]
+    }
+    refused = {"$or": [{"$and": [numeric, out_of_range]}, bad_string]}
+    in_range = {
+        "$and": [
+            {"$gte": ["$$d", {"$toDate": FIRST_MS}]},
+            {"$lte": ["$$d", {"$toDate": LAST_MS}]},
+        ]
+    }
     return {
         "$let": {
             "vars": {"v": path},
-            "in": {"$cond": [{"$and": [numeric, out_of_range]}, None, convert]},
+            "in": {
+                "$let": {
+                    "vars": {"d": {"$cond": [refused, None, convert]}},
+                    "in": {"$cond": [in_range, "$$d", None]},
+                }
+            },
         }
     }
 

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from api.notes.stored import (
     note_content,
     note_created_at,
+    note_index_status,
     note_status,
     note_tags,
     note_title,
@@ -151,11 +152,7 @@ class NoteOut(BaseModel):
             version=whole_version(doc.get("version")),
             created_at=note_created_at(doc),
             updated_at=note_updated_at(doc),
-            # A legacy note trashed before indexing existed is never queued (nothing to
-            # index): "pending" forever misread it (found by review); it is as up to date
-            # as a note trashed through the API, with no chunks.
-            index_status=doc.get("index_status")
-            or ("indexed" if note_status(doc) == "trashed" else "pending"),
+            index_status=note_index_status(doc),
             indexed_version=doc.get("indexed_version"),
             index_error=doc.get("index_error"),
             index_attempts=int(doc.get("index_attempts") or 0),

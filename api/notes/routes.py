@@ -26,6 +26,7 @@ from api.notes.models import (
 )
 from api.notes.multipart import read_multipart
 from api.notes.service import CURSOR_PATTERN
+from api.notes.stored import note_index_status
 from api.notes.versioning import MAX_VERSION
 from api.schemas import AUTHED, TEXT_PATTERN, errors
 
@@ -270,6 +271,6 @@ async def list_chunks(note_id: NoteId, user: CurrentUser, notes: NotesServiceDep
     return ChunkList(
         note_id=str(doc["_id"]),
         indexed_version=doc.get("indexed_version"),
-        index_status=doc.get("index_status") or "pending",
+        index_status=note_index_status(doc),
         items=[ChunkOut.from_doc(c) for c in chunks],
     )

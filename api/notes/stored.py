@@ -11,6 +11,7 @@ what cannot be read as text makes the note unindexable with a reason
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -19,6 +20,10 @@ from bson import Decimal128, Int64, ObjectId
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Epoch milliseconds a date can hold (years 1 to 9999), here and in the migration's $convert.
 FIRST_MS, LAST_MS = -62_135_596_800_000, 253_402_300_799_999
+# ISO strings are read only with a four-digit year from 0001 (the server's parser read
+# "10000-01-01" as 2000; found by review), and only when the time, its offset applied, is
+# within what a date holds. The migration's $convert applies the same rules.
+STRING_YEAR = re.compile(r"^\s*(?!0000)[0-9]{4}-")
 
 
 def as_text(value: Any) -> str | None:
@@ -74,11 +79,16 @@ def as_datetime(value: Any) -> datetime | None:
         if isinstance(value, datetime):
             return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
         if isinstance(value, str):
+            if not STRING_YEAR.match(value):
+                return None
             parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-            return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+            parsed = parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed
+            # Whole milliseconds, as a BSON date (and the migration's $convert) holds it.
+            return parsed.astimezone(UTC).replace(microsecond=parsed.microsecond // 1000 * 1000)
         if isinstance(value, Int64 | float | Decimal128):
             number = value.to_decimal() if isinstance(value, Decimal128) else value
             millis = int(number)  # toward zero, as $convert; BSON dates hold milliseconds
+            # (the range is checked on the whole milliseconds, as the migration does)
             if not FIRST_MS <= millis <= LAST_MS:
                 return None
             return EPOCH + timedelta(milliseconds=millis)
@@ -104,6 +114,15 @@ def note_updated_at(doc: dict[str, Any]) -> datetime:
 def _kind(value: Any) -> str:
     name = type(value).__name__
     return {"list": "a list", "dict": "an object", "bool": "a boolean"}.get(name, f"a {name}")
+
+
+def note_index_status(doc: dict[str, Any]) -> str:
+    """The note's index status; a note trashed before indexing existed (no status) is
+    as up to date as one trashed through the API, with no chunks, not "pending" forever."""
+    status = doc.get("index_status")
+    if status in ("pending", "indexing", "indexed", "failed", "disabled"):
+        return status
+    return "indexed" if note_status(doc) == "trashed" else "pending"
 
 
 def unindexable_reason(doc: dict[str, Any]) -> str | None:

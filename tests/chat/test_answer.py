@@ -99,7 +99,7 @@ def test_an_extractive_answer_keeps_code_and_tables_whole_and_skips_unrelated_qu
     )
     answer, refs = extractive_answer("the step table", [cite(1, rollout)])
     assert "  | step | command |\n  |---|---|\n  | undo | kubectl rollout undo |" in answer
-    # The top section is always quoted, even without a shared word.
+    # The best passage is quoted even when no passage shares a word with the question.
     assert extractive_answer("zzz", [cite(2, "page body 4")])[1] == [2]
 
 
@@ -133,3 +133,19 @@ def test_extractive_blocks_in_the_shapes_notes_write_them() -> None:
     long = "```json\n" + "x" * 5000 + " kubectl\n" + "y\n" * 100 + "```\n"
     answer, _ = extractive_answer("kubectl", [_cite(1, long)])
     assert len(answer) < 2500 and answer.rstrip().endswith("(…)") and "  ```\n" in answer
+
+
+def test_extractive_blocks_end_where_markdown_ends_them() -> None:
+    """Fences read by hand (review): a closing fence with text after it closed the block,
+    a fence line inside indented code opened one that swallowed the prose after it, and a
+    sentence cut at 600 characters showed no mark."""
+    text = "```\ncode alpha\n``` not a close\nmore code beta\n```\n\nAfter the block."
+    assert _passages(text)[0] == "```\ncode alpha\n``` not a close\nmore code beta\n```"
+    indented = (
+        "Intro.\n\n    ```\n    literal fence\n\nMiddle prose here.\n\n```python\nx = 1\n```\n"
+    )
+    units = _passages(indented)
+    assert "Middle prose here." in units and "```python\nx = 1\n```" in units
+    long = "Kubectl " + "word " * 200 + "end."
+    answer, _ = extractive_answer("kubectl", [_cite(1, long)])
+    assert answer.endswith("… [1]")

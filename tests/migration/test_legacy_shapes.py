@@ -207,15 +207,35 @@ async def test_a_legacy_note_trashed_before_indexing_is_not_pending_forever(
         code, result = await run_in_process(settings, concurrency=1)
         assert code == 0 and result["selected"] == 0
         note = (await api.client.get(f"/v1/notes/{oid}", headers=key)).json()
+        chunks = (await api.client.get(f"/v1/notes/{oid}/chunks", headers=key)).json()
     assert (note["status"], note["index_status"], note["chunk_count"]) == ("trashed", "indexed", 0)
+    assert chunks["index_status"] == "indexed" and chunks["items"] == []  # it said pending
 
 
 @pytest.mark.parametrize(
     "created",
-    [Int64(253_402_300_800_000), Int64(-62_135_596_800_001), Int64(10**15), 3e14],
-    ids=["year_10000", "year_0", "1e15", "3e14_double"],
+    [
+        Int64(253_402_300_800_000),
+        Int64(-62_135_596_800_001),
+        Int64(10**15),
+        3e14,
+        "0000-01-01",
+        "9999-12-31T23:00:00-05:00",
+        "0001-01-01T00:00:00+05:00",
+        "10000-01-01",
+    ],
+    ids=[
+        "year_10000",
+        "year_0",
+        "1e15",
+        "3e14_double",
+        "s0",
+        "s9999_offset",
+        "s1_offset",
+        "s10000",
+    ],
 )
-async def test_a_numeric_time_past_what_a_date_holds_does_not_stop_the_migration(
+async def test_a_time_past_what_a_date_holds_does_not_stop_the_migration(
     settings: Settings, db: AsyncDatabase, created: Any
 ) -> None:
     """Converting it failed the server's update for the whole batch: the run exited 1 and

@@ -57,6 +57,15 @@ def test_times() -> None:
     for far in (Int64(253_402_300_800_000), Int64(-62_135_596_800_001), 3e14, float("nan")):
         assert as_datetime(far) is None, far
     assert as_datetime("last tuesday") is None and as_datetime(10**30) is None
+    # Strings as the migration's $convert reads them (review): whole milliseconds, a
+    # four-digit year ("10000-01-01" read as 2000), nothing an offset pushes out of range.
+    assert as_datetime("2024-01-02T00:00:00.123456Z") == day.replace(microsecond=123000)
+    for far in ("0000-01-01", "9999-12-31T23:00:00-05:00", "10000-01-01"):
+        assert as_datetime(far) is None, far
+    assert as_datetime("0999-01-01") == datetime(999, 1, 1, tzinfo=UTC)
+    assert as_datetime("9999-01-01T00:00:00Z") == datetime(9999, 1, 1, tzinfo=UTC)
+    assert as_datetime(Int64(253_402_300_799_999)) is not None
+    assert as_datetime(253_402_300_799_999.5) is not None  # truncated first, then checked
     assert as_datetime(True) is None and as_datetime([day]) is None
     oid = ObjectId.from_datetime(day)
     assert note_created_at({"_id": oid, "created_at": "junk"}) == day
