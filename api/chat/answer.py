@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import textwrap
 
 import pyromark
 
@@ -220,7 +221,9 @@ def _quote(passage: str, ref: int) -> str:
     if "\n" not in passage:
         cut = passage if len(passage) <= MAX_QUOTE_CHARS else passage[:MAX_QUOTE_CHARS] + "…"
         return f"- {cut} [{ref}]"
-    lines = passage.splitlines()
+    # The block's own indentation (a fence in a list item) would make it indented code
+    # inside the answer's list item, showing its fences as text.
+    lines = textwrap.dedent(passage).splitlines()
     fence = _FENCE_OPEN.match(lines[0])
     closing: list[str] = []
     if fence and len(lines) > 1 and _closes(lines[-1], fence.group(1)):

@@ -117,7 +117,8 @@ def test_extractive_blocks_in_the_shapes_notes_write_them() -> None:
         "    ```bash\n    kubectl rollout undo deploy/web\n    kubectl get pods\n    ```\n"
     )
     answer, _ = extractive_answer("undo kubectl rollout deploy web", [_cite(1, item)])
-    assert "      kubectl rollout undo deploy/web\n      kubectl get pods\n      ```" in answer
+    # dedented into the answer's list item: a fence there, not indented code showing ```
+    assert "  ```bash\n  kubectl rollout undo deploy/web\n  kubectl get pods\n  ```" in answer
     bare = "step | command\n--- | ---\nundo | kubectl rollout undo\n"
     answer, _ = extractive_answer("kubectl rollout undo command", [_cite(1, bare)])
     assert "  step | command\n  --- | ---\n  undo | kubectl rollout undo" in answer
