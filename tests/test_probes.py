@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi.routing import APIRoute
 
 from api.deps import current_user, require_admin
@@ -54,16 +55,19 @@ def test_every_v1_route_authenticates_and_checks_its_query_string(api: Api) -> N
         assert calls & guards, route.path
 
 
-async def test_readyz_in_an_outage_answers_like_every_route(
-    make_settings: Any, tmp_path: Path
-) -> None:
-    settings = make_settings(
+@pytest.fixture
+def own_database(make_settings: Any, tmp_path: Path) -> Any:
+    """Settings with an embedded server of the test's own, which it may stop or pause."""
+    return make_settings(
         mongodb_url=None,
         autonote_data_dir=tmp_path / "own",
         mongodb_timeout_ms=500,
         autonote_index_workers=0,
     )
-    async with running_app(settings) as api:
+
+
+async def test_readyz_in_an_outage_answers_like_every_route(own_database: Any) -> None:
+    async with running_app(own_database) as api:
         assert (await api.client.get("/readyz")).status_code == 200
         api.container.embedded.stop()
         r = await api.client.get("/readyz")
@@ -75,17 +79,11 @@ async def test_readyz_in_an_outage_answers_like_every_route(
 
 
 async def test_readyz_answers_within_the_database_timeout_when_the_database_stalls(
-    make_settings: Any, tmp_path: Path
+    own_database: Any,
 ) -> None:
     """A stalled (not dead) database: the first /readyz took 7.5-8.5 s with a 3 s timeout
     (found by review), longer than most probes wait."""
-    settings = make_settings(
-        mongodb_url=None,
-        autonote_data_dir=tmp_path / "own",
-        mongodb_timeout_ms=500,
-        autonote_index_workers=0,
-    )
-    async with running_app(settings) as api:
+    async with running_app(own_database) as api:
         assert (await api.client.get("/readyz")).status_code == 200
         process = api.container.embedded.process
         process.send_signal(signal.SIGSTOP)

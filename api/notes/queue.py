@@ -19,16 +19,19 @@ from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 
 
-def _claimable(now: datetime, max_attempts: int) -> dict[str, Any]:
+def _due(now: datetime) -> dict[str, Any]:
+    """Queued, due, and nobody holds a live lease on it."""
     free = {"$or": [{"lease_expires_at": None}, {"lease_expires_at": {"$lt": now}}]}
-    return {
-        "$or": [
-            {"index_status": "pending", "next_attempt_at": {"$lte": now}, **free},
-            # A worker died mid-run: its lease ran out while the note said "indexing".
-            {"index_status": "indexing", "lease_expires_at": {"$lt": now}},
-        ],
-        "index_attempts": {"$lt": max_attempts},
-    }
+    return {"index_status": "pending", "next_attempt_at": {"$lte": now}, **free}
+
+
+def _dead(now: datetime) -> dict[str, Any]:
+    """A worker died mid-run: its lease ran out while the note said "indexing"."""
+    return {"index_status": "indexing", "lease_expires_at": {"$lt": now}}
+
+
+def _claimable(now: datetime, max_attempts: int) -> dict[str, Any]:
+    return {"$or": [_due(now), _dead(now)], "index_attempts": {"$lt": max_attempts}}
 
 
 class IndexQueue:
@@ -64,14 +67,7 @@ class IndexQueue:
     ) -> dict[str, Any] | None:
         """Atomically take the author's most overdue due note (`None`: notes with no
         author); one range of the `index_queue_author` index."""
-        free = {"$or": [{"lease_expires_at": None}, {"lease_expires_at": {"$lt": now}}]}
-        query = {
-            "index_status": "pending",
-            "author_id": author_id,
-            "next_attempt_at": {"$lte": now},
-            "index_attempts": {"$lt": max_attempts},
-            **free,
-        }
+        query = {**_due(now), "author_id": author_id, "index_attempts": {"$lt": max_attempts}}
         return await self._take(query, token=token, now=now, lease_s=lease_s)
 
     async def _take(
@@ -103,11 +99,7 @@ class IndexQueue:
     ) -> dict[str, Any] | None:
         """Atomically take a note whose worker died mid-run (lease expired while
         `indexing`), the longest dead first."""
-        query = {
-            "index_status": "indexing",
-            "lease_expires_at": {"$lt": now},
-            "index_attempts": {"$lt": max_attempts},
-        }
+        query = {**_dead(now), "index_attempts": {"$lt": max_attempts}}
         return await self._take(
             query, token=token, now=now, lease_s=lease_s, sort=[("lease_expires_at", 1)]
         )

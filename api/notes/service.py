@@ -22,7 +22,7 @@ from api.errors import (
 from api.indexing.chunks_repository import ChunksRepository
 from api.notes.models import NoteCreate, NotePatch
 from api.notes.repository import NotesRepository, pending_fields
-from api.notes.stored import note_created_at
+from api.notes.stored import EPOCH, note_created_at
 from api.notes.versioning import whole_version
 from api.schemas import normalize_tags
 from api.users.models import User
@@ -75,13 +75,12 @@ def parse_if_match(value: str | None) -> int | None:
 # that looped on one page or that the API refused (found by review).
 CURSOR_PATTERN = r"^-?[0-9]{1,15}-[0-9a-f]{24}$"
 _CURSOR = re.compile(CURSOR_PATTERN)
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _FIRST, _LAST = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)
 
 
 def encode_cursor(doc: dict[str, Any]) -> str:
     created = note_created_at(doc)
-    millis = (created - _EPOCH) // timedelta(milliseconds=1)
+    millis = (created - EPOCH) // timedelta(milliseconds=1)
     return f"{millis}-{doc['_id']}"
 
 
@@ -90,7 +89,7 @@ def decode_cursor(cursor: str) -> tuple[datetime, ObjectId]:
         raise BadRequest("invalid cursor: pass next_cursor from a previous page unchanged")
     millis, oid = cursor.rsplit("-", 1)
     try:
-        created = _EPOCH + timedelta(milliseconds=int(millis))
+        created = EPOCH + timedelta(milliseconds=int(millis))
     except OverflowError:  # past what a date can hold: before or after every note
         created = _FIRST if millis.startswith("-") else _LAST
     return created, ObjectId(oid)

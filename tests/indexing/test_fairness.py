@@ -9,7 +9,7 @@ from typing import Any
 from bson import ObjectId
 
 from api.indexing.fairness import AuthorRotation
-from tests.conftest import running_app
+from tests.conftest import Api, running_app
 
 
 class FakeQueue:
@@ -117,16 +117,21 @@ async def test_workers_sharing_the_rotation_survive_a_refresh_that_empties_it() 
     assert await a is None
 
 
+async def alice_backlog_then_bob(api: Api, backlog: int) -> str:
+    """Alice queues `backlog` notes, then Bob one; Bob's note id."""
+    alice, bob = await api.new_user("alice"), await api.new_user("bob")
+    for i in range(backlog):
+        body = {"title": f"A{i}", "content_md": f"alice note {i}"}
+        assert (await api.client.post("/v1/notes", json=body, headers=alice)).status_code == 201
+    body = {"title": "B", "content_md": "bob's note"}
+    return (await api.client.post("/v1/notes", json=body, headers=bob)).json()["id"]
+
+
 async def test_one_users_backlog_does_not_hold_up_anothers_note(make_settings: Any) -> None:
     """Alice queues 40 notes, then Bob one: Bob's is among the first two indexed (it was
     41st: one user's import held every other user's notes back; found by review)."""
     async with running_app(make_settings(autonote_index_workers=0)) as api:
-        alice, bob = await api.new_user("alice"), await api.new_user("bob")
-        for i in range(40):
-            body = {"title": f"A{i}", "content_md": f"alice note {i}"}
-            assert (await api.client.post("/v1/notes", json=body, headers=alice)).status_code == 201
-        body = {"title": "B", "content_md": "bob's note"}
-        bob_note = (await api.client.post("/v1/notes", json=body, headers=bob)).json()["id"]
+        bob_note = await alice_backlog_then_bob(api, 40)
         reconciler = api.container.indexing.reconciler
         first = [str((await reconciler.run_once()).note_id) for _ in range(2)]
         assert bob_note in first
@@ -143,14 +148,7 @@ async def test_a_dead_workers_note_and_an_authorless_note_do_not_wait_for_a_back
     was claimed 41st of 41, behind Alice's whole backlog (a regression of the first
     version, found by review); a legacy note with no author likewise."""
     async with running_app(make_settings(autonote_index_workers=0)) as api:
-        alice, bob = await api.new_user("alice"), await api.new_user("bob")
-        for i in range(30):
-            body = {"title": f"A{i}", "content_md": f"alice note {i}"}
-            assert (await api.client.post("/v1/notes", json=body, headers=alice)).status_code == 201
-        body = {"title": "B", "content_md": "bob's note"}
-        crashed = ObjectId(
-            (await api.client.post("/v1/notes", json=body, headers=bob)).json()["id"]
-        )
+        crashed = ObjectId(await alice_backlog_then_bob(api, 30))
         past = datetime.now(UTC) - timedelta(seconds=5)
         await api.container.db.notes.update_one(
             {"_id": crashed},
