@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
 from typing import Any
 
 from tests.conftest import Api
@@ -90,3 +91,37 @@ class GatedEmbedder(RecordingEmbedder):
         self.entered.set()
         await self.release.wait()
         return await super().embed(texts, **kwargs)
+
+
+def lease_lost_after_its_check(reconciler: Any) -> None:
+    """Let the reconciler's runs pass the lease check before their write, as if the lease
+    ran out just after it (a pause between the check and the write): the tests using this
+    exercise what still guards that window, the fenced commit and `_drop_fenced`."""
+
+    async def passes(*_: Any, **__: Any) -> bool:
+        return True
+
+    reconciler._may_replace = passes
+
+
+def openai_indexing_settings(
+    make_settings: Callable[..., Any], base_url: str, **defaults: Any
+) -> Callable[..., Any]:
+    """A settings factory for indexing through the OpenAI connector on the local stub
+    (quick retries and back-off); `defaults`, then each call's overrides, on top."""
+
+    def make(**overrides: Any) -> Any:
+        return make_settings(
+            **{
+                "embedding_provider": "openai",
+                "openai_api_key": "sk-test",
+                "openai_base_url": base_url,
+                "openai_max_retries": 3,
+                "autonote_index_backoff_base_s": 0.05,
+                "autonote_index_backoff_max_s": 0.1,
+                **defaults,
+                **overrides,
+            }
+        )
+
+    return make

@@ -4,26 +4,28 @@ from __future__ import annotations
 
 import re
 import textwrap
+from typing import Any
 
 import pyromark
 
 from api.chat.context import Citation
+from api.services.chunking.front_matter import bare_cr_as_newline
 
 # [1], [1, 2], [1][3], [1-2] are all ways models cite, after a space or not (`UTC[1]`,
 # `実行されます[1]`); a link's text (`[1](url)`) is not a marker. `(?P<after>...)` peeks
 # at what follows, to know whether a dropped marker's spaces go with it.
+_REFS = r"\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*"
 _REF_GROUP = re.compile(
-    r"(?P<space>[ \t]*)\[(?P<refs>\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*)\](?!\()(?=(?P<after>.?))",
+    rf"(?P<space>[ \t]*)\[(?P<refs>{_REFS})\](?!\()(?=(?P<after>.?))",
     re.S,
 )
-# Code is quoted, never cited: fenced blocks (any indentation, so also in list items; to a
-# closing fence of the same character at least as long, or the end) and inline code spans
-# (which, as in CommonMark, never cross a blank line) stay exactly as the model wrote them.
-_CODE = re.compile(
-    r"(?m:^[ \t]*(?P<fence>(?P<fc>[`~])(?P=fc){2,})[^\n]*\n"
-    r"(?s:.*?)(?:^[ \t]*(?P=fence)(?P=fc)*[ \t]*\r?$|\Z))"
-    r"|(?P<ticks>`+)(?!`)(?:(?!\r?\n[ \t]*\r?\n)(?s:.))+?(?<!`)(?P=ticks)(?!`)"
-)
+# What may follow a dropped marker without the space before it: punctuation (also CJK)
+# and closing delimiters (a space before "**" would end no emphasis; found by review).
+_CLOSERS = frozenset(".,;:!?)]}*_~'\"。、，．！？：；」』）】")
+_SEPARATOR_TO_MARKER = re.compile(rf"[ \t]*[,;、，；][ \t]*(?=\[{_REFS}\](?!\())")
+_SEPARATOR_BEFORE = re.compile(r"[ \t]*[,;、，；][ \t]*\Z")
+_TRAILING_SPACE = re.compile(r"[ \t]*\Z")
+_BLANK_HEAD = re.compile(r"\A(?:[ \t]*\r?\n)+")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 _WORD = re.compile(r"\w+", re.UNICODE)
 STOPWORDS = frozenset(
@@ -44,11 +46,18 @@ def _group_refs(group: str) -> list[int]:
 
 
 def _prose(answer: str) -> list[tuple[int, int]]:
-    """(start, end) of the answer's text outside code, where citation markers live."""
+    """(start, end) of the answer's text outside code, where citation markers live. Code
+    is quoted, never cited: blocks (fenced with their fences, indented, unclosed ones to
+    the end of their container) and spans, as the markdown parser reads them (a regex
+    also hid markers after an escaped backtick, an unclosed fence in a list item or
+    backticks in indented code; found by review)."""
+    code, _, autolinks, targets = _literal_spans(answer)
+    code = sorted([*code, *autolinks, *targets])  # a marker in an address is no citation
     spans, pos = [], 0
-    for code in _CODE.finditer(answer):
-        spans.append((pos, code.start()))
-        pos = code.end()
+    for start, end in code:
+        if start > pos:
+            spans.append((pos, start))
+        pos = max(pos, end)
     spans.append((pos, len(answer)))
     return [(a, b) for a, b in spans if b > a]
 
@@ -65,25 +74,60 @@ def cited_refs(answer: str) -> list[int]:
 
 def remove_invented_refs(answer: str, valid: set[int]) -> str:
     """Drop references the context did not contain ([9] when only [1]..[4] exist). Only
-    citation markers change: code, brackets that are not citations, whitespace and
-    everything else stay exactly as the model wrote them."""
-
-    def fix(match: re.Match[str]) -> str:
+    citation markers change, with what belonged to a dropped one: the space before it when
+    punctuation or a closing delimiter follows ("Never [9]." → "Never.", "UTC [9]**" →
+    "UTC**"), its parentheses ("([9])"), and the separator joining it to another marker
+    ("Sources: [9], [1]" → "Sources: [1]"; "[1], [9]." → "[1]."). Code, brackets that are
+    not citations and everything else stay exactly as the model wrote them."""
+    prose = _prose(answer)
+    out: list[str] = []
+    pos = scan = 0
+    owed = ""  # the space before a dropped marker whose separator led to another marker
+    # Searched from where the last replacement ended: it may have taken the space that
+    # begins the next marker's match ("[9], [10]" kept "[10]"; found by review).
+    while (match := _REF_GROUP.search(answer, scan)) is not None:
+        start, end = match.start(), match.end()
+        scan = end
+        if not any(a <= start and end <= b for a, b in prose):
+            continue
         kept = [r for r in _group_refs(match["refs"]) if r in valid]
         if kept:
-            return match["space"] + "[" + ", ".join(str(r) for r in dict.fromkeys(kept)) + "]"
-        # "Never [9]." → "Never.", "see [9] and" → "see and"; but "nightly [9][1]" keeps
-        # its space for the marker that follows ("nightly [1]").
-        after = match["after"]
-        return "" if not after or after.isspace() or after in ".,;:!?)" else match["space"]
-
-    out, pos = [], 0
-    for a, b in _prose(answer):
-        out.append(answer[pos:a])
-        out.append(_REF_GROUP.sub(fix, answer[a:b]))
-        pos = b
+            refs = ", ".join(str(r) for r in dict.fromkeys(kept))
+            prefix = answer[pos:start]
+            out.append(prefix + (match["space"] or ("" if prefix else owed)) + f"[{refs}]")
+            pos, owed = end, ""
+            continue
+        space = match["space"]
+        bracket = match.start("refs") - 1
+        if answer[bracket - 1 : bracket] == "(" and answer[end : end + 1] == ")":
+            start, end = bracket - 1, end + 1  # "([9])": the parentheses go too
+            space = _TRAILING_SPACE.search(answer, 0, start)[0]
+            start -= len(space)
+        prefix = answer[pos:start]
+        separator = _SEPARATOR_TO_MARKER.match(answer, end)
+        if separator:  # "[9], [1]": the next marker takes this one's place and space
+            out.append(prefix)
+            owed = space or ("" if prefix else owed)
+            pos = scan = separator.end()
+            continue
+        after = answer[end : end + 1]
+        before = _SEPARATOR_BEFORE.search(answer, pos, start)
+        if before and (not after or after in _CLOSERS):
+            prefix, space = answer[pos : before.start()], ""  # "[1], [9].": the comma too
+        space = space or ("" if prefix else owed)
+        line_start = (prefix or "".join(out[-1:])).endswith(("\n", "\r")) or not (prefix or out)
+        if after == " " and line_start:
+            end += 1  # "[9] Backups run." at a line's start: no space is left behind
+            after = answer[end : end + 1]
+        keep_space = after and not after.isspace() and after not in _CLOSERS
+        out.append(prefix + (space if keep_space else ""))
+        pos, scan, owed = end, end, ""
     out.append(answer[pos:])
-    return "".join(out).strip()
+    # Blank edges only: a leading indented code block keeps its indentation (stripped,
+    # it became a paragraph whose "[9]" read as a citation; found by review).
+    cleaned = _BLANK_HEAD.sub("", "".join(out)).rstrip()
+    # A space the dropped markers left at the very start (the answer did not begin so).
+    return cleaned.lstrip(" \t") if answer[:1] not in (" ", "\t") else cleaned
 
 
 def used_citations(answer: str, citations: list[Citation]) -> list[Citation]:
@@ -118,9 +162,10 @@ def extractive_answer(
     Passages — a sentence of prose, or a whole code block or table — are ranked by overlap
     with the question's terms, with the section's rank as a prior; the best passage of each
     of the top sections is quoted verbatim (never invented or edited text: a note's own "[7]"
-    stays, and is not read as a citation; code and tables keep their lines). Passages after
-    the first that share no term with the question are left out (they padded answers with
-    unrelated quotes, and code and tables were flattened onto one line; found by review)."""
+    stays, escaped as `\\[7\\]` so that it shows as written but is no citation marker;
+    code and tables keep their lines). Passages after the first that share no term with
+    the question are left out (they padded answers with unrelated quotes, and code and
+    tables were flattened onto one line; found by review)."""
     if not citations:
         return "I found nothing in your notes about this.", []
     q_terms = _terms(question)
@@ -145,26 +190,42 @@ MAX_BLOCK_CHARS = 1500
 MAX_LINE_CHARS = 300
 
 
+_BLOCKS = ("CodeBlock", "Table", "HtmlBlock")
+
+
+def _tag_name(tag: str | dict[str, Any]) -> str:
+    """The element name of a pulldown-cmark Start tag ("Paragraph", {"Link": {...}})."""
+    return tag if type(tag) is str else next(iter(tag))
+
+
+def _events(text: str) -> Any:
+    """pulldown-cmark's events of `text`, read with each bare "\\r" as a line end, as
+    CommonMark has it (the parser misses fences a bare "\\r" ends: removing an invented
+    marker then edited code; found by review). Same length, so offsets carry over."""
+    return _PARSER.events_with_range(bare_cr_as_newline(text) if "\r" in text else text)
+
+
 def _block_lines(text: str) -> list[tuple[int, int]]:
-    """(first, last) line numbers of each code block and table in `text`, as the markdown
-    parser (pulldown-cmark, the chunker's) finds them. Reading fences by hand missed
-    fences in list items, pipe-less tables, closing fences with text after them and
-    fences inside indented code (found by review)."""
+    """(first, last) line numbers of each code block, table and HTML block in `text`, as
+    the markdown parser (pulldown-cmark, the chunker's) finds them (an HTML block's lines
+    were flattened onto one, a `<pre>` losing its line breaks; found by review). Reading
+    fences by hand missed fences in list items, pipe-less tables, closing fences with text
+    after them and fences inside indented code (found by review)."""
     data = text.encode("utf-8")
     spans: list[tuple[int, int]] = []
     depth = 0  # inside a code block or table: nested starts are part of it
-    for event, span in _PARSER.events_with_range(text):
+    for event, span in _events(text):
         if type(event) is not dict:
             continue
         tag = event.get("Start")
-        name = None if tag is None else (tag if type(tag) is str else next(iter(tag)))
-        if name in ("CodeBlock", "Table"):
+        name = None if tag is None else _tag_name(tag)
+        if name in _BLOCKS:
             if depth == 0:
                 first = data.count(b"\n", 0, span["start"])
                 last = data.count(b"\n", 0, max(span["start"], span["end"] - 1))
                 spans.append((first, last))
             depth += 1
-        elif "End" in event and event["End"] in ("CodeBlock", "Table"):
+        elif "End" in event and event["End"] in _BLOCKS:
             depth -= 1
     return spans
 
@@ -205,6 +266,109 @@ def _passages(text: str) -> list[str]:
     return [u for u in units if u.strip()]
 
 
+def _escape_refs(item: str, own: tuple[int, int]) -> str:
+    """The quoted `item` (markdown as it goes into the answer) with the note's own
+    citation-like markers made inert, so every [n] the answer shows outside code is one of
+    its citations (a quoted "see [2]" read as citation 2; found by review), while it
+    renders as the note does. Decided on the item's own parse, after any cut:
+    - plain text, link text, destinations and titles: `\\[2\\]` (a markdown escape);
+    - raw HTML (blocks and tags): `&#91;2&#93;` (entities: backslashes are text there);
+    - an autolink holding one: its brackets percent-encoded (the same address; no escape
+      works inside an autolink, and rewriting it as an inline link let the URL's own
+      markdown characters end the link or add emphasis; found by review);
+    - code: left as is (code is quoted, never cited).
+    `own` is the span of the answer's own marker, left alone."""
+    code, html, autolinks, _ = _literal_spans(item)
+    out, pos = [], 0
+    for link_start, link_end in autolinks:
+        url = item[link_start:link_end]
+        if _REF_GROUP.search(url):
+            out.append(_escape_plain(item[pos:link_start], pos, own, code, html))
+            out.append(url.replace("[", "%5B").replace("]", "%5D"))
+            pos = link_end
+    out.append(_escape_plain(item[pos:], pos, own, code, html))
+    return "".join(out)
+
+
+def _escape_plain(
+    text: str,
+    base: int,
+    own: tuple[int, int],
+    code: list[tuple[int, int]],
+    html: list[tuple[int, int]],
+) -> str:
+    """`_escape_refs` of `text`, which starts at `base` in the item."""
+
+    def fix(m: re.Match[str]) -> str:
+        a, b = base + m.start("refs") - 1, base + m.end()
+        if _overlaps([own], a, b) or _overlaps(code, a, b):
+            return m[0]
+        if _overlaps(html, a, b):
+            return f"{m['space']}&#91;{m['refs']}&#93;"
+        if m.start("refs") >= 2 and text[m.start("refs") - 2] == "\\":
+            return f"{m['space']}[{m['refs']}\\]"  # the note escaped "[" itself
+        return f"{m['space']}\\[{m['refs']}\\]"
+
+    return _REF_GROUP.sub(fix, text)
+
+
+def _overlaps(spans: list[tuple[int, int]], a: int, b: int) -> bool:
+    return any(s < b and a < e for s, e in spans)
+
+
+Spans = list[tuple[int, int]]
+
+
+def _literal_spans(text: str) -> tuple[Spans, Spans, Spans, Spans]:
+    """Character spans of `text`'s code (blocks and spans), raw HTML (blocks and tags),
+    autolinks (and email links) and inline links' destinations with their titles, as the
+    markdown parser reads it."""
+    code: Spans = []
+    html: Spans = []
+    autolinks: Spans = []
+    targets: Spans = []
+    data = text.encode("utf-8")
+    for event, span in _events(text):
+        if type(event) is not dict:
+            continue
+        start, end = span["start"], span["end"]
+        tag = event.get("Start")
+        if tag is not None:
+            name = _tag_name(tag)
+            if name == "CodeBlock":
+                code.append((start, end))
+            elif name == "HtmlBlock":
+                html.append((start, end))
+            elif name == "Link" and tag["Link"].get("link_type") in ("Autolink", "Email"):
+                autolinks.append((start, end))
+            elif name == "Link" and tag["Link"].get("link_type") == "Inline":
+                cut = data.rfind(b"](", start, end)
+                if cut >= 0:
+                    targets.append((cut + 1, end))
+        elif "Code" in event:
+            code.append((start, end))
+        elif "InlineHtml" in event:
+            html.append((start, end))
+    if len(data) != len(text):
+
+        def chars(spans: Spans) -> Spans:
+            return [(len(data[:a].decode()), len(data[:b].decode())) for a, b in spans]
+
+        code, html, autolinks, targets = chars(code), chars(html), chars(autolinks), chars(targets)
+    return code, html, autolinks, targets
+
+
+def _first_block(text: str) -> str | None:
+    """The kind of `text`'s first block: "Table", "IndentedCode", "Paragraph", ..."""
+    for event, _ in _events(text):
+        if type(event) is dict and "Start" in event:
+            tag = event["Start"]
+            if type(tag) is dict and tag.get("CodeBlock") == "Indented":
+                return "IndentedCode"
+            return _tag_name(tag)
+    return None
+
+
 def _closes(line: str, opener: str) -> bool:
     """Whether `line` closes a fence opened with `opener` (CommonMark: the same character,
     at least as many, nothing else on the line)."""
@@ -218,11 +382,16 @@ def _quote(passage: str, ref: int) -> str:
     lines (a cut line ends in "…"), with its closing fence kept and "(…)" after it; a code
     block the section cut off is shown without its opening fence (an unclosed fence would
     swallow the rest of the answer)."""
+    marker = f"[{ref}]"
     if "\n" not in passage:
+        if _FENCE_OPEN.match(passage):  # a lone fence line: text, or it takes our marker
+            passage = "\\" + passage.lstrip()
         cut = passage if len(passage) <= MAX_QUOTE_CHARS else passage[:MAX_QUOTE_CHARS] + "…"
-        return f"- {cut} [{ref}]"
+        item = f"- {cut} {marker}"
+        return _escape_refs(item, (len(item) - len(marker), len(item)))
     # The block's own indentation (a fence in a list item) would make it indented code
-    # inside the answer's list item, showing its fences as text.
+    # inside the answer's list item, showing its fences as text; an indented code block
+    # keeps its four columns (dedented, it read as a paragraph; found by review).
     lines = textwrap.dedent(passage).splitlines()
     fence = _FENCE_OPEN.match(lines[0])
     closing: list[str] = []
@@ -230,6 +399,8 @@ def _quote(passage: str, ref: int) -> str:
         closing = [lines.pop()]
     elif fence:  # cut by the section: an indented code block instead
         lines = ["    " + line for line in lines[1:]]
+    elif _first_block(passage) == "IndentedCode" and _first_block("\n".join(lines)) != "Table":
+        lines = ["    " + line for line in lines]  # (a table in a list item reads as one)
     kept: list[str] = []
     size = 0
     for line in lines:
@@ -240,4 +411,4 @@ def _quote(passage: str, ref: int) -> str:
         size += len(cut)
     body = "\n".join(f"  {line}" for line in [*kept, *closing])
     more = "\n\n  (…)" if len(kept) < len(lines) else ""
-    return f"- [{ref}]\n\n{body}{more}"
+    return _escape_refs(f"- {marker}\n\n{body}{more}", (2, 2 + len(marker)))

@@ -29,7 +29,9 @@ async def _sse(events: AsyncIterator[ChatEvent]) -> AsyncIterator[bytes]:
     responses={
         200: {
             "content": {"text/event-stream": {}},
-            "description": "JSON, or an SSE stream when `stream` is true",
+            "description": "JSON, or an SSE stream when `stream` is true: `citations`, "
+            "`token`…, `done` (the answer and the citations it uses), or `error`; a `reset` "
+            "before more tokens: discard the tokens shown so far",
         },
         **errors(*AUTHED),
     },

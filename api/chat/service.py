@@ -55,9 +55,10 @@ def _warnings(*parts: str | None) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class ChatEvent:
-    """One SSE event: `citations` first, then `token`s, then `done` (or `error`)."""
+    """One SSE event: `citations` first, then `token`s, then `done` (or `error`); `reset`
+    between tokens: discard the tokens so far, the ones after replace them."""
 
-    event: Literal["citations", "token", "done", "error"]
+    event: Literal["citations", "token", "reset", "done", "error"]
     data: dict[str, Any]
 
 
@@ -171,7 +172,10 @@ class ChatService:
     ) -> AsyncIterator[ChatEvent]:
         """The same answer as `answer`, as events. Tokens are streamed as the model writes
         them; the final `done` event carries the cleaned answer and the used citations
-        (identical to the JSON response)."""
+        (identical to the JSON response). When the model's streamed answer is replaced by
+        the extractive one (it held no reference the context had), a `reset` event says
+        to discard the tokens shown so far (they were glued to the fallback; found by
+        review)."""
         found = await self.context(author_id, message, filters)
         citations = found.citations
         yield ChatEvent("citations", {"citations": [citation_dict(c) for c in citations]})
@@ -201,6 +205,8 @@ class ChatService:
         answer, used = self._finish("".join(parts), citations)
         if not answer:  # nothing, or only references the context did not hold
             result = self._extractive(message, found, warning=_EMPTY_WARNING)
+            if parts:  # the model's tokens were shown: tell the client to discard them
+                yield ChatEvent("reset", {"reason": _EMPTY_WARNING})
             yield ChatEvent("token", {"text": result.answer})
             yield ChatEvent("done", result_dict(result))
             return

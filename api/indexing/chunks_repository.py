@@ -85,6 +85,14 @@ class ChunksRepository:
         )
         return result.deleted_count
 
+    async def delete_uncommitted(self, note_id: ObjectId, before: int, indexed: int | None) -> int:
+        """Chunks of versions before `before` other than `indexed`: written by runs that
+        never committed (no run writes an older version than the note's)."""
+        result = await self.collection.delete_many(
+            {"note_id": note_id, "note_version": {"$lt": before, "$ne": indexed}}
+        )
+        return result.deleted_count
+
     async def set_tags(self, note_id: ObjectId, version: int, tags: list[str]) -> int:
         result = await self.collection.update_many(
             {"note_id": note_id, "note_version": version}, {"$set": {"tags": tags}}

@@ -19,19 +19,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import numpy as np
 import structlog
 from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import OperationFailure, PyMongoError
+from pymongo.errors import OperationFailure
 
 from api import observability as obs
-from api.db.client import is_unavailable
 from api.indexing.cache_repository import EmbeddingCacheRepository
 from api.indexing.chunks_repository import ChunksRepository
 from api.indexing.fairness import AuthorRotation, LeaseClaims
+from api.indexing.lease import keep_lease, while_unavailable
 from api.indexing.records import backoff_seconds, chunk_document, index_fields, index_stats
-from api.indexing.vectors import to_bson_vector
+from api.indexing.reuse import cache_evicted, vectors_for
 from api.notes.queue import IndexQueue
 from api.notes.stored import check_indexable, note_content, note_status, note_tags, note_title
 from api.notes.versioning import whole_version
@@ -104,7 +103,9 @@ class Reconciler:
             structlog.contextvars.unbind_contextvars("job_id", "note_id")
 
     async def _run_claimed(self, note: dict[str, Any], token: str) -> IndexOutcome:
-        heartbeat = asyncio.create_task(self._heartbeat(note["_id"], token))
+        heartbeat = asyncio.create_task(
+            keep_lease(self.queue, note["_id"], token, self.config.lease_s)
+        )
         try:
             stats = await self._index(note, token)
         except asyncio.CancelledError:
@@ -127,14 +128,6 @@ class Reconciler:
                 log.info("note.purged_chunks_removed", chunks=removed)
             return IndexOutcome(note["_id"], "lost_lease")
         return IndexOutcome(note["_id"], stats.pop("_final_status"), stats)
-
-    async def _heartbeat(self, note_id: ObjectId, token: str) -> None:
-        interval = self.config.lease_s / 3
-        while True:
-            await asyncio.sleep(interval)
-            until = datetime.now(UTC) + timedelta(seconds=self.config.lease_s)
-            if not await self.queue.extend_lease(note_id, token, until):
-                return
 
     async def _record_failure(
         self, note: dict[str, Any], token: str, exc: Exception
@@ -168,28 +161,13 @@ class Reconciler:
         """Record the failure and release the lease. The database itself may be what failed:
         then keep trying while the lease lasts, or the note would sit unclaimable for the
         whole lease (minutes) after the database is back."""
-        await self._while_unavailable(
+        await while_unavailable(
             "note.release_retry",
             lambda: self.queue.fail(
                 note_id, token, error=error, retry_at=retry_at, give_up=give_up
             ),
+            self.config.lease_s,
         )
-
-    async def _while_unavailable(self, event: str, op: Callable[[], Awaitable[Any]]) -> None:
-        """Run `op`, retrying with back-off while the database is unavailable, for at most
-        one lease."""
-        deadline = time.monotonic() + self.config.lease_s
-        delay = 0.25
-        while True:
-            try:
-                await op()
-                return
-            except PyMongoError as exc:
-                if not is_unavailable(exc) or time.monotonic() + delay > deadline:
-                    raise
-                log.info(event, retry_in_s=delay, error=type(exc).__name__)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
 
     # ---- the work ---------------------------------------------------------------------
     async def _index(self, note: dict[str, Any], token: str) -> dict[str, Any] | None:
@@ -220,7 +198,15 @@ class Reconciler:
             stats = index_stats(len(chunks), 0, 0, started)
             return await self._complete(note, token, version, chunks, stats, written=0)
 
-        vectors, embedded, tokens = await self._vectors_for(note, chunks, existing)
+        vectors, embedded, tokens = await vectors_for(
+            note,
+            chunks,
+            existing,
+            embedder=self.embedder,
+            model_key=self.model_key,
+            cache=self.cache,
+            stored=self.chunks,
+        )
         now = datetime.now(UTC)
         docs = [
             chunk_document(
@@ -235,7 +221,11 @@ class Reconciler:
                 note, token, version, chunks, docs, stats, existing
             )
         # A new version: leftovers of an interrupted attempt at this version are invisible
-        # (not the indexed version) and would collide with the unique index.
+        # (not the indexed version) and would collide with the unique index. Unless this run
+        # lost its lease and another run committed this very version since: then they are
+        # that run's live chunks (deleting them left an indexed note with none).
+        if not await self._may_replace(note_id, token, version, same_version=False):
+            return None
         await self.chunks.delete_version(note_id, version)
         await self.chunks.insert_version(docs)
         done = await self._complete(
@@ -247,41 +237,13 @@ class Reconciler:
             # Committed: the old version is now garbage. A database blip is retried here; a
             # process killed right now leaves `evict_pending` for the maintenance sweep.
             live = {d["content_hash"] for d in docs}
-            await self._while_unavailable(
-                "note.evict_retry", lambda: self._evict(note_id, version, existing, live)
+            await while_unavailable(
+                "note.evict_retry",
+                lambda: self._evict(note_id, version, existing, live),
+                self.config.lease_s,
             )
             await self.queue.clear_eviction(note_id, version)
         return done
-
-    async def _vectors_for(
-        self, note: dict[str, Any], chunks: list[Any], existing: list[dict[str, Any]]
-    ) -> tuple[dict[str, Any], int, int]:
-        """{content_hash: BSON vector} for every chunk, embedding only unseen texts."""
-        found: dict[str, Any] = {
-            d["content_hash"]: d["embedding"]
-            for d in existing
-            if d.get("embedding_model") == self.model_key and d.get("embedding") is not None
-        }
-        missing = sorted({c.content_hash for c in chunks} - found.keys())
-        if missing:
-            found.update(await self.cache.get_many(note["author_id"], self.model_key, missing))
-            missing = [h for h in missing if h not in found]
-        if missing:
-            found.update(
-                await self.chunks.vectors_by_hash(note["author_id"], self.model_key, missing)
-            )
-            missing = [h for h in missing if h not in found]
-        if not missing:
-            return found, 0, 0
-        texts = {c.content_hash: c.embedding_text for c in chunks if c.content_hash in missing}
-        order = list(texts)
-        batch = await self.embedder.embed([texts[h] for h in order])
-        vecs = np.asarray(batch.vectors, dtype=np.float32)
-        if vecs.shape != (len(order), self.embedder.dimensions):
-            raise EmbeddingError(f"embedder returned shape {vecs.shape}", retryable=True)
-        for h, vec in zip(order, vecs, strict=True):
-            found[h] = to_bson_vector(vec)
-        return found, len(order), int(batch.tokens)
 
     async def _complete(
         self,
@@ -370,19 +332,32 @@ class Reconciler:
             if exc.code not in (20, 263):  # IllegalOperation / no transactions on standalone
                 raise
             log.warning("note.swap_without_transaction", error=str(exc))
+            if not await self._may_replace(note["_id"], token, version, same_version=True):
+                return None
             await self.chunks.delete_version(note["_id"], version)
             await self.chunks.insert_version(docs)
             done = await self._complete(note, token, version, chunks, stats, written=len(docs))
             if done is None:
                 await self._drop_fenced(note["_id"], version, docs)
             else:
-                await self._cache_evicted(existing, keep={d["content_hash"] for d in docs})
+                await cache_evicted(self.cache, existing, keep={d["content_hash"] for d in docs})
             return done
         updated = await self.queue.get(note["_id"])
         if updated is not None:
             await self._after_commit(note, updated, stats, datetime.now(UTC), len(docs))
-        await self._cache_evicted(existing, keep={d["content_hash"] for d in docs})
+        await cache_evicted(self.cache, existing, keep={d["content_hash"] for d in docs})
         return done
+
+    async def _may_replace(
+        self, note_id: ObjectId, token: str, version: int, *, same_version: bool
+    ) -> bool:
+        """Whether this run may delete `version`'s chunks to write its own: it still holds
+        its lease (nobody took the note over), and `version` is the indexed one only when
+        this run re-indexes it."""
+        current = await self.queue.holding(note_id, token)
+        if current is None:
+            return False
+        return (current.get("indexed_version") == version) == same_version
 
     async def _drop_fenced(
         self, note_id: ObjectId, version: int, docs: list[dict[str, Any]]
@@ -417,20 +392,11 @@ class Reconciler:
         in the new version) move to the embedding cache."""
         old = [d for d in existing if d["note_version"] != keep_version]
         if old:
-            await self._cache_evicted(old, keep=live)
+            await cache_evicted(self.cache, old, keep=live)
         # Older versions only, and always (a run that lost its lease may have written some
         # after `existing` was read). Never a newer one: the commit released the lease, so
         # another worker may already be writing the next version.
         await self.chunks.delete_older_versions(note_id, keep_version)
-
-    async def _cache_evicted(self, docs: list[dict[str, Any]], keep: set[str]) -> None:
-        by_key: dict[tuple[Any, str], dict[str, Any]] = {}
-        for d in docs:
-            if d.get("embedding") is not None and d["content_hash"] not in keep:
-                key = (d.get("author_id"), d.get("embedding_model", ""))
-                by_key.setdefault(key, {})[d["content_hash"]] = d["embedding"]
-        for (author_id, model), vectors in by_key.items():
-            await self.cache.put_many(author_id, model, vectors)
 
     async def _remove(
         self, note: dict[str, Any], token: str, started: float
@@ -443,7 +409,7 @@ class Reconciler:
         a restore may already have another worker writing them back. Only the chunks read
         here are deleted, never chunks another run wrote since."""
         existing = await self.chunks.for_note(note["_id"], with_vectors=True)
-        await self._cache_evicted(existing, keep=set())
+        await cache_evicted(self.cache, existing, keep=set())
         await self.chunks.delete_ids([d["_id"] for d in existing])
         stats = index_stats(0, 0, 0, started)
         done = None

@@ -42,6 +42,7 @@ def chunk_document(
         "total_chunks": chunk.total_chunks,
         "chunk_position": chunk.chunk_position,
         "heading_path": list(chunk.heading_path),
+        "section_index": chunk.section_index,
         "section_path": chunk.section_path,
         "chunk_type": chunk.chunk_type,
         "content_md": chunk.content_md,

@@ -13,6 +13,7 @@ from bson import ObjectId
 
 from api import observability as obs
 from api.indexing.reconciler import IndexOutcome, Reconciler
+from api.notes.versioning import whole_version
 from api.tasks import cancel_and_wait
 
 log = structlog.get_logger(__name__)
@@ -141,11 +142,15 @@ class IndexWorkers:
             await self._pause(MAINTENANCE_EVERY_S)
 
     async def maintenance_once(self, *, orphans: bool = True) -> dict[str, int]:
-        """Fail notes whose workers kept dying, publish queue depth, drop orphan chunks."""
+        """Fail notes whose workers kept dying, give stranded pending notes their attempts
+        back, publish queue depth, finish evictions; with `orphans`, also drop chunks of
+        notes that are gone and uncommitted versions of failed notes."""
         queue = self.reconciler.queue
-        exhausted = await queue.fail_exhausted(
-            datetime.now(UTC), self.reconciler.config.max_attempts
-        )
+        max_attempts = self.reconciler.config.max_attempts
+        exhausted = await queue.fail_exhausted(datetime.now(UTC), max_attempts)
+        stranded = await queue.requeue_stranded(max_attempts)
+        if stranded:
+            log.warning("index.stranded_requeued", notes=stranded)
         pending, failed = await queue.depth()
         obs.set_queue_depth(pending, failed)
         evicted = 0
@@ -155,8 +160,13 @@ class IndexWorkers:
                 version = int(note["indexed_version"])
                 evicted += await self.reconciler.chunks.delete_older_versions(note["_id"], version)
                 await queue.clear_eviction(note["_id"], version)
-        removed = 0
-        if orphans:
+            else:
+                # Trashed since: its removal deleted every chunk. Left set, such flags
+                # filled the 500 the sweep reads and starved real evictions.
+                await queue.clear_eviction(note["_id"], None)
+        leftovers = removed = 0
+        if orphans:  # the rare, whole-collection sweeps: at start-up, then every 10 minutes
+            leftovers = await self._delete_leftovers_of_failed_notes()
             chunk_notes = await self.reconciler.chunks.note_ids_with_chunks()
             existing = await queue.existing_ids(chunk_notes)
             missing = [n for n in chunk_notes if n not in existing]
@@ -165,11 +175,28 @@ class IndexWorkers:
                 log.info("index.orphan_chunks_deleted", chunks=removed, notes=len(missing))
         return {
             "exhausted": exhausted,
+            "stranded": stranded,
             "pending": pending,
             "failed": failed,
             "evicted": evicted,
+            "leftovers": leftovers,
             "orphans": removed,
         }
+
+    async def _delete_leftovers_of_failed_notes(self) -> int:
+        """A run wrote a version and never committed it (its commit failed or was refused),
+        then the note failed: nothing else would delete those chunks (found by a stress
+        test). Only versions older than the note's: an edit may already have a run writing
+        the current one."""
+        deleted = 0
+        for note in await self.reconciler.queue.failed():
+            indexed = note.get("indexed_version")
+            deleted += await self.reconciler.chunks.delete_uncommitted(
+                note["_id"],
+                whole_version(note.get("version")),
+                None if indexed is None else int(indexed),
+            )
+        return deleted
 
     async def index_now(self, note_id: ObjectId, timeout_s: float) -> IndexOutcome | None:
         """Synchronous mode: index `note_id` before returning (waiting for another worker's

@@ -200,6 +200,12 @@ class ChunkOut(BaseModel):
     chunk_position: str
     heading_path: list[str]
     section_path: str
+    section_index: int | None = Field(
+        default=None,
+        description="The chunk's heading section, numbered in note order: chunks of one "
+        "section share it, sibling sections with the same heading path do not (null for "
+        "chunks indexed before chunks carried it)",
+    )
     chunk_type: str
     content_md: str
     start_offset: int
@@ -214,6 +220,9 @@ class ChunkOut(BaseModel):
     def from_doc(cls, doc: dict[str, Any]) -> ChunkOut:
         fields = {k: doc.get(k) for k in cls.model_fields if k != "id"}
         fields["metadata"] = doc.get("metadata") or {}
+        section = doc.get("section_index")
+        whole = isinstance(section, int) and not isinstance(section, bool)
+        fields["section_index"] = section if whole else None
         return cls(id=str(doc["_id"]), **fields)
 
 

@@ -106,8 +106,9 @@ class IndexQueue:
 
     async def due_authors(self, now: datetime) -> list[ObjectId | None]:
         """Authors with notes due for indexing now (None: notes without an author), for
-        `AuthorRotation`; authors whose notes all wait out a back-off are not listed."""
-        query = {"index_status": "pending", "next_attempt_at": {"$lte": now}}
+        `AuthorRotation`; authors whose notes all wait out a back-off, or are all under a
+        live lease (edited while a worker indexes them), are not listed."""
+        query = _due(now)
         authors: list[ObjectId | None] = await self.collection.distinct("author_id", query)
         # DISTINCT leaves out documents without the field (it lists an explicit null only).
         if None not in authors and await self.collection.find_one(
@@ -122,6 +123,13 @@ class IndexQueue:
         )
         return result.matched_count == 1
 
+    async def holding(self, note_id: ObjectId, token: str) -> dict[str, Any] | None:
+        """The note if the run with `token` still holds its lease, else None. The token is
+        what fences, as in `complete`: a run whose lease ran out but that nobody took over
+        still holds it (checking the expiry too threw such a run's embeddings away and made
+        the note be embedded again; found by review)."""
+        return await self.collection.find_one({"_id": note_id, "lease_token": token})
+
     async def complete(
         self,
         note_id: ObjectId,
@@ -132,8 +140,11 @@ class IndexQueue:
         session: AsyncClientSession | None = None,
     ) -> dict[str, Any] | None:
         """Record the new index state and release the lease. The note ends `indexed` unless
-        it changed meanwhile (an edit set it back to `pending`): then it stays pending and is
-        claimable at once. Returns the updated note, or None if the lease was lost."""
+        it changed meanwhile (an edit or a recheck set it back to `pending`): then it stays
+        pending and is claimable at once. Either way the run succeeded, so the attempts
+        start again from 0 (a recheck during the last attempt left a pending note that no
+        claim could take; found by review). Returns the updated note, or None if the lease
+        was lost."""
         still_current = {"$eq": ["$index_status", "indexing"]}
         return await self.collection.find_one_and_update(
             {"_id": note_id, "lease_token": token},
@@ -142,7 +153,7 @@ class IndexQueue:
                     "$set": {
                         **{k: {"$literal": v} for k, v in fields.items()},
                         "index_status": {"$cond": [still_current, "indexed", "pending"]},
-                        "index_attempts": {"$cond": [still_current, 0, "$index_attempts"]},
+                        "index_attempts": 0,
                         "index_error": None,
                         "next_attempt_at": now,
                         "lease_token": None,
@@ -158,10 +169,11 @@ class IndexQueue:
     async def recheck(self, note_id: ObjectId, now: datetime) -> None:
         """Ask for one more run of the note, due now, whoever holds it: a run holding the
         lease then completes it as `pending` (see `complete`), so the next claim settles
-        what a fenced run left behind. A failed or disabled note is left alone."""
+        what a fenced run left behind. A failed or disabled note is left alone. Like an edit,
+        it starts the attempts again: the run it asks for is no retry of a failure."""
         await self.collection.update_one(
             {"_id": note_id, "index_status": {"$in": ["indexed", "indexing", "pending"]}},
-            {"$set": {"index_status": "pending", "next_attempt_at": now}},
+            {"$set": {"index_status": "pending", "next_attempt_at": now, "index_attempts": 0}},
         )
 
     async def release(self, note_id: ObjectId, token: str) -> bool:
@@ -231,6 +243,16 @@ class IndexQueue:
         )
         return result.modified_count
 
+    async def requeue_stranded(self, max_attempts: int) -> int:
+        """Pending notes whose attempts are used up: no claim can take them. No path leaves
+        one any more (a recheck or a successful run starts the attempts again), but an older
+        release could, so such notes get their attempts back instead of waiting forever."""
+        result = await self.collection.update_many(
+            {"index_status": "pending", "index_attempts": {"$gte": max_attempts}},
+            {"$set": {"index_attempts": 0}},
+        )
+        return result.modified_count
+
     async def requeue_stale(
         self, *, chunking_version: str, embedding_model: str, now: datetime
     ) -> int:
@@ -272,7 +294,16 @@ class IndexQueue:
         cursor = self.collection.find({"evict_pending": True}, {"indexed_version": 1})
         return await cursor.limit(limit).to_list()
 
-    async def clear_eviction(self, note_id: ObjectId, version: int) -> None:
+    async def failed(self, limit: int = 500) -> list[dict[str, Any]]:
+        """Failed notes (id, version, indexed version), for the leftover sweep."""
+        cursor = self.collection.find(
+            {"index_status": "failed"}, {"version": 1, "indexed_version": 1}
+        )
+        return await cursor.limit(limit).to_list()
+
+    async def clear_eviction(self, note_id: ObjectId, version: int | None) -> None:
+        """Done evicting for `version` (None: the note was trashed since; its removal
+        deleted every chunk, so nothing is left to evict)."""
         await self.collection.update_one(
             {"_id": note_id, "indexed_version": version}, {"$unset": {"evict_pending": ""}}
         )

@@ -67,6 +67,7 @@ CHUNK_FIELDS = (
     "note_version",
     "chunk_index",
     "heading_path",
+    "section_index",
     "section_path",
     "content_md",
     "start_offset",

@@ -12,9 +12,13 @@ default and every entry point takes the scorer as a parameter):
   returns, so a long note with many weak matches cannot run away with the ranking).
 - `sum` — every passage counts fully (favours long notes; here for comparison).
 
-Section merging: hits of one note with the same `heading_path` that are adjacent in chunk
-order (no matched chunk of another section between them) become ONE `SectionMatch` spanning
-`min(start_offset)..max(end_offset)`. Its content is built as follows:
+Section merging: hits of one note in the same section (same `section_index`, which the
+chunker gives every chunk of a section) become ONE `SectionMatch` spanning
+`min(start_offset)..max(end_offset)`, while that span stays within `max_section_chars`
+(CJK characters weighted as about a token each, `CJK_CHAR_WEIGHT`): a
+long section whose chunks all match becomes several spans in note order, so the passage
+that matched is not buried in (and cut out of) one enormous citation. Its content is built
+as follows:
 - one chunk: the chunk's own `content_md` (for table/code fragments that is the fragment as
   indexed, header row included);
 - several chunks and the note's full `content_md` known (`note_contents`): the exact slice
@@ -23,10 +27,11 @@ order (no matched chunk of another section between them) become ONE `SectionMatc
 - several chunks, note text unknown: the chunks' contents joined in chunk order with a blank
   line, and a `…` line where chunks of the section were not matched (offsets still span the
   whole range; the text then is not byte-identical to `content_md[start:end]`).
-Chunks of the same section separated by unmatched chunks are merged only while the merged
-span stays within `max_section_chars`, and never across a heading line (two sibling sections
-with the same title share a heading path; with the note text known the heading line between
-them keeps them apart). A section's score is the note scorer applied to its chunks' scores.
+Chunks indexed before chunks carried `section_index` are grouped by `heading_path`
+instead: adjacent in chunk order, or separated by unmatched chunks but never across a
+heading line (two sibling sections with the same title share a heading path; with the note
+text known the heading line between them keeps them apart). A section's score is the note
+scorer applied to its chunks' scores.
 """
 
 from __future__ import annotations
@@ -36,12 +41,19 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from itertools import pairwise
 
+from api.retrieval.local_fulltext import CJK_CHAR
 from api.retrieval.models import ChunkHit, NoteMeta, NoteResult, SectionMatch, as_utc
 
 NoteScorer = Callable[[Sequence[float]], float]
 
 DEFAULT_NOTE_SCORER = "weighted_max_sum"
 DEFAULT_MAX_SECTION_CHARS = 6000
+# A span's size against max_section_chars: its characters, each CJK one counted this many
+# times (about a token each, where English averages four characters a token), so a long
+# Japanese section is cut into spans that fit chat's context too (a 5 200-character one
+# filled it alone and was cut from its start, losing the passage that matched; found by
+# review).
+CJK_CHAR_WEIGHT = 4
 GAP_MARKER = "…"
 
 # An ATX heading line between two chunks that are not adjacent (CommonMark allows up to
@@ -200,6 +212,10 @@ def _joins(run: list[ChunkHit], hit: ChunkHit, content: str | None, max_chars: i
     last = run[-1]
     if hit.heading_path != last.heading_path:
         return False
+    if max_chars is not None and _span_size([*run, hit]) > max_chars:
+        return False
+    if hit.section_index is not None and last.section_index is not None:
+        return hit.section_index == last.section_index
     adjacent = hit.chunk_index == last.chunk_index + 1
     if content is not None and _valid_span(content, last.end_offset, hit.start_offset):
         gap = content[last.end_offset : hit.start_offset]
@@ -208,11 +224,16 @@ def _joins(run: list[ChunkHit], hit: ChunkHit, content: str | None, max_chars: i
         # of the same name, not one.
         if (adjacent and not gap.isspace() and gap) or _HEADING_LINE.search(gap):
             return False
-    if adjacent:
-        return True
-    if max_chars is None:
-        return True
-    return hit.end_offset - run[0].start_offset <= max_chars
+    return True
+
+
+def _span_size(run: list[ChunkHit]) -> float:
+    """The merged span's characters, CJK ones weighted by `CJK_CHAR_WEIGHT` at the share
+    they have in the run's own texts (the text between non-adjacent chunks is unknown)."""
+    chars = run[-1].end_offset - run[0].start_offset
+    texts = sum(len(h.content_md) for h in run)
+    cjk = sum(len(CJK_CHAR.findall(h.content_md)) for h in run)
+    return chars * (1 + (CJK_CHAR_WEIGHT - 1) * cjk / max(texts, 1))
 
 
 def _valid_span(content: str, start: int, end: int) -> bool:

@@ -39,22 +39,45 @@ combining marks), stop words are dropped, and every remaining piece is quoted as
 string and OR-ed, so quotes, `AND`/`OR`/`NOT`/`NEAR`, `*`, `^`, parentheses and `column:`
 filters are plain words or separators. A query with no remaining terms returns nothing.
 
+Chinese, Japanese and Korean are written without spaces between words, and unicode61 keeps
+a whole run of such characters as ONE token: "東京" could not find "東京の天気は晴れです"
+(found by review). Each CJK character is therefore indexed as a token of its own, and a
+CJK run in a query becomes its overlapping character pairs, each a two-character phrase
+(the bigram scheme of Lucene's CJK analyzer): "東京" matches wherever 東 is followed by 京,
+and a longer query ranks by how many of its pairs a chunk holds. Pairs have their own cap
+(`MAX_CJK_PAIRS`), so a long unspaced question keeps its last words. (Leaving out pairs of
+two hiragana, as a stop list would, lost words written in hiragana: すし, ありがとう.)
+
 Not thread-safe by itself: `LocalIndex` serialises every call on the author's lock.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import unicodedata
 from collections.abc import Sequence
+from itertools import pairwise
 
 from api.retrieval.models import ChunkData
 
 ROWID_BITS = 24  # up to 16.7M chunks per note; note ordinals get the remaining 39 bits
 MAX_QUERY_CHARS = 4096
 MAX_QUERY_TERMS = 32
+# CJK character pairs are counted apart: a question of one unspaced sentence yields one
+# pair per character, and cutting them at MAX_QUERY_TERMS lost its last words (found by
+# review).
+MAX_CJK_PAIRS = 96
 TOKENIZER = "porter unicode61 remove_diacritics 2"
+# Han (with extensions and compatibility ideographs), kana (with half-width katakana) and
+# Hangul syllables: scripts whose words are not separated by spaces.
+# Also the ideographic iteration and closing marks and number zero (々 〆 〇 〻: 様々, 人々).
+CJK_CHAR = re.compile(
+    "[\u3005-\u3007\u303b\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+    "\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f]"
+)
+
 # Fixed cost of one SQLite connection with an FTS5 table (measured: ~75 KB).
 CONNECTION_OVERHEAD_BYTES = 80_000
 
@@ -82,24 +105,52 @@ def _is_word_char(ch: str) -> bool:
     return category[0] == "M" or category == "Co"
 
 
+def indexed_text(text: str) -> str:
+    """`text` as the index tokenises it: every CJK character stands apart."""
+    return CJK_CHAR.sub(r" \g<0> ", text) if CJK_CHAR.search(text) else text
+
+
+def _split_cjk(piece: str) -> list[str]:
+    """A word piece's terms: CJK runs as their overlapping character pairs (one character
+    alone as itself), written as two-token phrases ("東 京"); the rest as it is."""
+    if not CJK_CHAR.search(piece):
+        return [piece]
+    out: list[str] = []
+    for run in re.findall(f"{CJK_CHAR.pattern}+|(?:(?!{CJK_CHAR.pattern}).)+", piece):
+        if not CJK_CHAR.match(run) or len(run) == 1:
+            out.append(run)
+        else:
+            out.extend(f"{a} {b}" for a, b in pairwise(run))
+    return out
+
+
 def query_terms(text: str) -> list[str]:
     """The search terms of user text: word pieces, lower-cased, without stop words and
-    duplicates, in order of first appearance, at most `MAX_QUERY_TERMS`."""
+    duplicates, in order of first appearance; at most `MAX_QUERY_TERMS` words and
+    `MAX_CJK_PAIRS` CJK character pairs (see the module docstring)."""
     terms: list[str] = []
     seen: set[str] = set()
     piece: list[str] = []
+    words = pairs = 0
     for ch in text[:MAX_QUERY_CHARS] + " ":
         if _is_word_char(ch):
             piece.append(ch)
             continue
         if piece:
-            term = "".join(piece).casefold()
+            word = "".join(piece).casefold()
             piece.clear()
-            if term not in STOPWORDS and term not in seen:
+            for term in _split_cjk(word):
+                if term in STOPWORDS or term in seen:
+                    continue
+                is_pair = " " in term
+                if (pairs >= MAX_CJK_PAIRS) if is_pair else (words >= MAX_QUERY_TERMS):
+                    continue
                 seen.add(term)
                 terms.append(term)
-                if len(terms) == MAX_QUERY_TERMS:
-                    break
+                pairs += is_pair
+                words += not is_pair
+            if words >= MAX_QUERY_TERMS and pairs >= MAX_CJK_PAIRS:
+                break
     return terms
 
 
@@ -149,7 +200,7 @@ class FullTextIndex:
                 self._db.executemany(
                     "INSERT INTO chunks(rowid, heading, content) VALUES (?, ?, ?)",
                     [
-                        (r, c.section_path, c.content_md)
+                        (r, indexed_text(c.section_path), indexed_text(c.content_md))
                         for r, c in zip(new_rows, chunks, strict=True)
                     ],
                 )
@@ -215,7 +266,14 @@ class FullTextIndex:
         # which the stored ChunkData still holds.
         self._db.executemany(
             "INSERT INTO chunks(chunks, rowid, heading, content) VALUES ('delete', ?, ?, ?)",
-            [(r, self._rows[r].section_path, self._rows[r].content_md) for r in rows],
+            [
+                (
+                    r,
+                    indexed_text(self._rows[r].section_path),
+                    indexed_text(self._rows[r].content_md),
+                )
+                for r in rows
+            ],
         )
 
     def _transaction(self) -> _Transaction:

@@ -47,6 +47,15 @@ class ChunkData:
     end_offset: int
     tags: list[str] = field(default_factory=list)
     chunk_type: str = "text"
+    # The chunk's section among its note's (chunks of one section share it); None for
+    # chunks indexed before chunks carried it (grouping then falls back on the text).
+    section_index: int | None = None
+
+
+def section_index_of(doc: Mapping[str, Any]) -> int | None:
+    """A stored chunk's `section_index`, None when absent or not a whole number."""
+    value = doc.get("section_index")
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 CHUNK_DATA_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ChunkData))
@@ -167,6 +176,7 @@ class ChunkHit(ChunkData):
             end_offset=int(doc.get("end_offset", 0)),
             tags=[str(t) for t in doc.get("tags") or []],
             chunk_type=str(doc.get("chunk_type", "text")),
+            section_index=section_index_of(doc),
             score=float(doc.get(score_field, 0.0)),
         )
 

@@ -26,7 +26,7 @@ from api.notes.queue import IndexQueue
 from api.notes.repository import NotesSearchQueries
 from api.notes.stored import note_status, note_tags, note_title, note_updated_at
 from api.retrieval.local_index import LocalIndex
-from api.retrieval.models import ChunkRecord, NoteMeta, as_utc
+from api.retrieval.models import ChunkRecord, NoteMeta, as_utc, section_index_of
 from api.tasks import cancel_and_wait
 
 log = structlog.get_logger(__name__)
@@ -57,6 +57,7 @@ def chunk_record(doc: dict[str, Any]) -> ChunkRecord:
         note_version=int(doc["note_version"]),
         chunk_index=int(doc["chunk_index"]),
         heading_path=heading_path,
+        section_index=section_index_of(doc),
         section_path=section_path,
         content_md=doc.get("content_md", ""),
         start_offset=int(doc.get("start_offset", 0)),

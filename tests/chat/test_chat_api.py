@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 import httpx
+import pyromark
 import pytest
 from httpx_sse import aconnect_sse
 
@@ -224,7 +225,9 @@ async def test_an_empty_model_answer_falls_back_to_extractive(
 
 async def test_an_extractive_answer_quotes_the_note_verbatim(api: Api) -> None:
     """A note's own "[7]" stays in the quote and is not a citation (the clean-up of model
-    answers used to run over quotes too: "RFC [7] section 4" became "RFC section 4")."""
+    answers used to run over quotes too: "RFC [7] section 4" became "RFC section 4"). It is
+    escaped, so it renders as written but no [n] of the answer points at nothing (a quoted
+    "see [2]" read as citation 2; found by review)."""
     h = await api.new_user()
     text = "## Widget\n\nThe widget client retries as RFC [7] section 4 requires, see [2].\n"
     await add(api, h, "Widget", text)
@@ -232,8 +235,12 @@ async def test_an_extractive_answer_quotes_the_note_verbatim(api: Api) -> None:
         await api.client.post("/v1/chat", json={"message": "how does the widget retry?"}, headers=h)
     ).json()
     assert body["mode"] == "extractive"
-    assert "The widget client retries as RFC [7] section 4 requires, see [2]. [1]" in body["answer"]
+    quoted = r"The widget client retries as RFC \[7\] section 4 requires, see \[2\]. [1]"
+    assert quoted in body["answer"]
     assert [c["ref"] for c in body["citations"]] == [1]
+    assert {int(n) for n in re.findall(r"\[(\d+)\]", body["answer"])} == {1}
+    html = pyromark.html(quoted)
+    assert "RFC [7] section 4 requires, see [2]. [1]" in html
 
 
 async def test_bad_chat_requests(api: Api) -> None:
@@ -255,3 +262,45 @@ async def test_bad_chat_requests(api: Api) -> None:
     )
     assert r.status_code == 401
     assert isinstance(r, httpx.Response)
+
+
+async def test_a_stream_replaced_by_the_extractive_answer_says_reset_first(
+    chat_settings: Any, openai_stub: Any
+) -> None:
+    """The model answered only with a reference the context lacked ("[9]"): the stream had
+    sent it as a token and then the extractive fallback as one more, with nothing telling
+    the client to discard the first (found by review)."""
+    async with running_app(chat_settings) as api:
+        h = await api.new_user()
+        await add(api, h, "Postgres backups", BACKUPS)
+        openai_stub.set_chat_reply("[9]")
+        payload = {"message": "When does the nightly backup run?"}
+        plain = (await api.client.post("/v1/chat", json=payload, headers=h)).json()
+        assert plain["mode"] == "extractive"
+        async with aconnect_sse(
+            api.client, "POST", "/v1/chat", json={**payload, "stream": True}, headers=h
+        ) as source:
+            events = [(s.event, json.loads(s.data)) async for s in source.aiter_sse()]
+        names = [e for e, _ in events]
+        reset = names.index("reset")
+        assert names[0] == "citations" and "token" in names[:reset] and names[-1] == "done"
+        shown = "".join(d["text"] for e, d in events[reset:] if e == "token")
+        assert shown == events[-1][1]["answer"] == plain["answer"]
+
+
+async def test_an_answer_of_only_invented_references_falls_back_to_quotes(
+    chat_settings: Any, openai_stub: Any
+) -> None:
+    """ "[98], [99]" left "[99]" as an LLM answer with no citations (found by review)."""
+    async with running_app(chat_settings) as api:
+        h = await api.new_user()
+        await add(api, h, "Postgres backups", BACKUPS)
+        openai_stub.set_chat_reply("[98], [99]")
+        payload = {"message": "When does the nightly backup run?"}
+        plain = (await api.client.post("/v1/chat", json=payload, headers=h)).json()
+        async with aconnect_sse(
+            api.client, "POST", "/v1/chat", json={**payload, "stream": True}, headers=h
+        ) as source:
+            names = [s.event async for s in source.aiter_sse()]
+        assert plain["mode"] == "extractive" and plain["citations"]
+        assert "reset" in names and names[-1] == "done"

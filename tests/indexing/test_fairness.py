@@ -182,3 +182,26 @@ async def test_a_dead_workers_note_and_an_authorless_note_do_not_wait_for_a_back
         assert (
             orphan_doc["index_status"] == "failed" and "no author_id" in orphan_doc["index_error"]
         )
+
+
+async def test_an_author_whose_only_due_note_is_leased_gets_no_turn(make_settings: Any) -> None:
+    """A note edited while a worker indexes it is `pending` under that worker's live lease:
+    no claim can take it until the lease ends, so its author must not be offered a turn
+    (the turn would cost a claim that cannot succeed)."""
+    from api.notes.queue import IndexQueue
+
+    async with running_app(make_settings(autonote_index_workers=0)) as api:
+        bob_note = ObjectId(await alice_backlog_then_bob(api, 1))
+        notes = api.container.db.notes
+        alice_note = await notes.find_one({"_id": {"$ne": bob_note}})
+        now = datetime.now(UTC)
+        await notes.update_one(
+            {"_id": alice_note["_id"]},
+            {"$set": {"lease_token": "w:1", "lease_expires_at": now + timedelta(seconds=30)}},
+        )
+        bob = (await notes.find_one({"_id": bob_note}))["author_id"]
+        assert await IndexQueue(api.container.db).due_authors(now) == [bob]
+        later = now + timedelta(seconds=31)  # the lease has run out: Alice's turn is back
+        assert sorted(map(str, await IndexQueue(api.container.db).due_authors(later))) == sorted(
+            [str(bob), str(alice_note["author_id"])]
+        )

@@ -2,7 +2,9 @@
 commit; the chunks it wrote anyway must not stay behind as orphans: on a trashed note
 nothing would ever remove them, and beside a newer version they would wait for the next
 edit. Each test parks run A in its embedding call, expires its lease, lets run B do the
-note's current job, then lets A write and fail its commit."""
+note's current job, then lets A write and fail its commit. (A run checks its lease before
+it writes, so A gets to write only when its lease runs out just after that check: these
+tests let A pass the check.)"""
 
 from __future__ import annotations
 
@@ -16,7 +18,13 @@ from pymongo.errors import AutoReconnect
 
 from api.indexing.reconciler import Reconciler
 from tests.conftest import Api, running_app
-from tests.helpers import GatedEmbedder, RecordingEmbedder, sectioned_note, wait_indexed
+from tests.helpers import (
+    GatedEmbedder,
+    RecordingEmbedder,
+    lease_lost_after_its_check,
+    sectioned_note,
+    wait_indexed,
+)
 
 
 class RunA:
@@ -54,6 +62,7 @@ class RunA:
 
         rec.chunks.insert_version = insert_and_tell  # type: ignore[method-assign]
         rec._drop_fenced = drop_and_tell  # type: ignore[method-assign]
+        lease_lost_after_its_check(rec)  # else A stops before it writes anything
         await api.client.patch(
             f"/v1/notes/{self.id}", json={"content_md": sectioned_note(3, seed=2)}, headers=self.h
         )

@@ -8,26 +8,14 @@ from typing import Any
 import pytest
 
 from tests.conftest import running_app
-from tests.helpers import wait_indexed
+from tests.helpers import openai_indexing_settings, wait_indexed
 
 
 @pytest.fixture
 def openai_settings(make_settings: Any, openai_stub: Any) -> Any:
-    def make(**overrides: Any) -> Any:
-        return make_settings(
-            **{
-                "embedding_provider": "openai",
-                "openai_api_key": "sk-test",
-                "openai_base_url": openai_stub.base_url,
-                "openai_max_retries": 3,
-                "autonote_index_max_attempts": 2,
-                "autonote_index_backoff_base_s": 0.05,
-                "autonote_index_backoff_max_s": 0.1,
-                **overrides,
-            }
-        )
-
-    return make
+    return openai_indexing_settings(
+        make_settings, openai_stub.base_url, autonote_index_max_attempts=2
+    )
 
 
 async def test_one_request_embeds_a_thousand_chunks(openai_settings: Any, openai_stub: Any) -> None:

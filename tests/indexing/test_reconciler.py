@@ -16,6 +16,7 @@ from tests.conftest import Api, running_app
 from tests.helpers import (
     GatedEmbedder,
     RecordingEmbedder,
+    lease_lost_after_its_check,
     paragraph,
     sectioned_note,
     wait_evicted,
@@ -173,6 +174,7 @@ async def test_a_note_purged_while_it_is_indexed_leaves_no_chunks(api: Api) -> N
         return result
 
     reconciler.chunks.insert_version = insert_and_tell
+    lease_lost_after_its_check(reconciler)  # the purge lands after the run's lease check
     note = await create(api, h, sectioned_note(6, seed=5))
     await asyncio.wait_for(gate.entered.wait(), 30)
     r = await api.client.delete(f"/v1/notes/{note['id']}", params={"permanent": "true"}, headers=h)
@@ -185,6 +187,39 @@ async def test_a_note_purged_while_it_is_indexed_leaves_no_chunks(api: Api) -> N
             break
         await asyncio.sleep(0.05)
     assert await chunks.count_documents({"note_id": ObjectId(note["id"])}) == 0
+
+
+async def test_a_run_whose_note_was_purged_before_its_write_writes_nothing(api: Api) -> None:
+    """The purge lands while the run embeds: its lease check before the write finds no
+    note, so it writes no chunk of the deleted text at all."""
+    h = await api.new_user()
+    reconciler = api.container.indexing.reconciler
+    gate = GatedEmbedder(reconciler.embedder)
+    reconciler.embedder = gate
+    inserts: list[int] = []
+    checked = asyncio.Event()
+    insert_version, may_replace = reconciler.chunks.insert_version, reconciler._may_replace
+
+    async def counted_insert(*args: Any, **kwargs: Any) -> Any:
+        inserts.append(1)
+        return await insert_version(*args, **kwargs)
+
+    async def told_check(*args: Any, **kwargs: Any) -> bool:
+        allowed = await may_replace(*args, **kwargs)
+        checked.set()
+        return allowed
+
+    reconciler.chunks.insert_version = counted_insert  # type: ignore[method-assign]
+    reconciler._may_replace = told_check  # type: ignore[method-assign]
+    note = await create(api, h, sectioned_note(6, seed=5))
+    await asyncio.wait_for(gate.entered.wait(), 30)
+    r = await api.client.delete(f"/v1/notes/{note['id']}", params={"permanent": "true"}, headers=h)
+    assert r.status_code == 204
+    gate.release.set()
+    await asyncio.wait_for(checked.wait(), 30)
+    await asyncio.sleep(0.2)
+    assert inserts == []
+    assert await api.container.db.note_chunks.count_documents({}) == 0
 
 
 def slow_first_cache_write(api: Api) -> tuple[asyncio.Event, asyncio.Event]:
@@ -548,3 +583,80 @@ async def test_stop_gives_up_on_a_stuck_note_after_the_grace_period(api: Api) ->
     assert loop.time() - began < 5
     raw = await api.container.db.notes.find_one({"_id": ObjectId(note["id"])})
     assert raw is not None and raw["index_status"] == "pending" and raw["lease_token"] is None
+
+
+async def test_maintenance_clears_the_eviction_flag_of_a_note_trashed_since(api: Api) -> None:
+    """A worker died between a commit and its eviction, then the note was trashed (its
+    removal deletes every chunk, so indexed_version is None). The sweep skipped such notes
+    and never cleared their flag, and the 500 flagged notes it reads could all be such
+    ones, starving real evictions (found by review)."""
+    h = await api.new_user()
+    r = await api.client.post("/v1/notes", json={"title": "T", "content_md": "body"}, headers=h)
+    note = await wait_indexed(api, h, r.json()["id"])
+    assert (await api.client.delete(f"/v1/notes/{note['id']}", headers=h)).status_code == 200
+    trashed = await wait_indexed(api, h, note["id"])
+    assert trashed["status"] == "trashed" and trashed["indexed_version"] is None
+    notes = api.container.db.notes
+    await notes.update_one({"_id": ObjectId(note["id"])}, {"$set": {"evict_pending": True}})
+    await api.container.indexing.workers.maintenance_once(orphans=False)
+    raw = await notes.find_one({"_id": ObjectId(note["id"])})
+    assert raw is not None and "evict_pending" not in raw
+
+
+async def test_maintenance_gives_a_stranded_pending_note_its_attempts_back(
+    make_settings: Any,
+) -> None:
+    """A pending note with its attempts used up matches no claim (an older release could
+    leave one: a recheck during the last attempt). Maintenance requeues it; it indexes."""
+    async with running_app(make_settings(autonote_index_workers=0)) as api:
+        # The startup maintenance pass would give the attempts back under our feet.
+        await asyncio.wait_for(api.container.indexing.workers.maintained.wait(), 30)
+        h = await api.new_user()
+        r = await api.client.post(
+            "/v1/notes", json={"title": "T", "content_md": "stranded body"}, headers=h
+        )
+        oid = ObjectId(r.json()["id"])
+        notes = api.container.db.notes
+        max_attempts = api.container.indexing.reconciler.config.max_attempts
+        await notes.update_one({"_id": oid}, {"$set": {"index_attempts": max_attempts}})
+        reconciler = api.container.indexing.reconciler
+        assert await reconciler.run_once() is None  # no claim takes it
+        result = await api.container.indexing.workers.maintenance_once(orphans=False)
+        assert result["stranded"] == 1
+        outcome = await reconciler.run_once()
+        assert outcome is not None and outcome.note_id == oid and outcome.status == "indexed"
+
+
+async def test_maintenance_deletes_uncommitted_chunks_of_a_failed_note(
+    make_settings: Any,
+) -> None:
+    """A run wrote version 2 and never committed it, later runs failed before writing, the
+    note ended `failed` at version 3 with version 1 indexed: version 2's chunks stayed for
+    good (found by a stress test). The sweep deletes them; the indexed version and the
+    current one (an edit may have a run writing it) stay."""
+    async with running_app(make_settings(autonote_index_workers=0)) as api:
+        await asyncio.wait_for(api.container.indexing.workers.maintained.wait(), 30)
+        h = await api.new_user()
+        r = await api.client.post(
+            "/v1/notes", json={"title": "T", "content_md": sectioned_note(3, seed=4)}, headers=h
+        )
+        oid = ObjectId(r.json()["id"])
+        reconciler = api.container.indexing.reconciler
+        assert (await reconciler.run_once()).status == "indexed"
+        db = api.container.db
+        committed = await db.note_chunks.find({"note_id": oid}).to_list()
+        for stray in (2, 3):
+            await db.note_chunks.insert_many(
+                [
+                    {**{k: v for k, v in d.items() if k != "_id"}, "note_version": stray}
+                    for d in committed
+                ]
+            )
+        await db.notes.update_one(
+            {"_id": oid},
+            {"$set": {"version": 3, "index_status": "failed", "index_error": "x: 503"}},
+        )
+        result = await api.container.indexing.workers.maintenance_once()  # the full sweep
+        assert result["leftovers"] == len(committed)
+        left = sorted(await db.note_chunks.distinct("note_version", {"note_id": oid}))
+        assert left == [1, 3]

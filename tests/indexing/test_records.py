@@ -35,7 +35,8 @@ def test_chunk_document_carries_the_chunk_the_owner_and_the_model() -> None:
         assert doc["note_version"] == 3 and doc["created_at"] == now
         assert doc["embedding"] == [0.5, 0.25] and doc["embedding_model"] == "local:minilm"
         expected = chunk.to_dict()
-        for key in ("content_md", "start_offset", "end_offset", "content_hash", "token_count"):
+        keys = ("content_md", "start_offset", "end_offset", "content_hash", "token_count")
+        for key in (*keys, "section_index"):
             assert doc[key] == expected[key]
         assert doc["heading_path"] == ["Runbook", "Backups"]
         assert content[doc["start_offset"] : doc["end_offset"]].strip() == doc["content_md"].strip()

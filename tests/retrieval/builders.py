@@ -79,6 +79,7 @@ def hit(
     start: int = 0,
     text: str = "",
     version: int = 1,
+    section: int | None = None,
 ) -> ChunkHit:
     heading_path = heading if heading is not None else ["T", f"S{index}"]
     content = text or f"text {note_id}/{index}"
@@ -94,4 +95,5 @@ def hit(
         start_offset=start,
         end_offset=start + len(content),
         score=score,
+        section_index=section,
     )

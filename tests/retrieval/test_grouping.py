@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
 import pytest
@@ -17,7 +18,7 @@ from api.retrieval.grouping import (
     sum_scores,
     weighted_max_sum,
 )
-from api.retrieval.models import NoteMeta
+from api.retrieval.models import ChunkHit, NoteMeta
 from tests.retrieval.builders import hit, note
 
 
@@ -192,6 +193,65 @@ def test_a_dash_line_in_code_between_two_matched_chunks_is_no_heading() -> None:
     assert sections == [[0, 2]]
 
 
+def _spans(hits: list, content: str | None = None, **kwargs: int) -> list[list[int]]:
+    contents = None if content is None else {"N": content}
+    (result,) = group_by_note(
+        hits, {"N": note("N")}, limit=1, chunks_per_note=9, note_contents=contents, **kwargs
+    )
+    return sorted(s.chunk_indexes for s in result.matching_chunks)
+
+
+def test_the_section_index_keeps_sibling_sections_apart_without_the_note_text() -> None:
+    """While a content edit waits to be indexed the note text is not the indexed one, so
+    two adjacent sibling sections of one name merged into one citation spanning the second
+    heading (found by review); the chunks' section index keeps them apart."""
+    path = ["T", "Setup"]
+    first = hit("N", 0, 0.5, heading=path, start=10, text="Install it.", section=0)
+    second = hit("N", 1, 0.5, heading=path, start=40, text="Configure it.", section=1)
+    assert _spans([first, second]) == [[0], [1]]
+
+
+def test_the_section_index_keeps_apart_same_named_sections_around_another() -> None:
+    """Setup / Billing / Setup (setext): the two Setup chunks merged across the Billing
+    section, whose heading line is not ATX (found by review)."""
+    content = (
+        "Setup\n=====\n\nInstall the zebra.\n\nBilling\n=======\n\nInvoices monthly.\n\n"
+        "Setup\n=====\n\nConfigure the zebra.\n"
+    )
+    path = ["T", "Setup"]
+    a = hit("N", 0, 0.5, heading=path, start=content.index("Install"), text="Install the zebra.")
+    b = hit(
+        "N", 2, 0.5, heading=path, start=content.index("Configure"), text="Configure the zebra."
+    )
+    assert _spans([a, b], content) == [[0, 2]]  # chunks without an index: as before
+    a, b = (replace(h, section_index=s) for h, s in ((a, 0), (b, 2)))
+    assert _spans([a, b], content) == [[0], [2]]
+
+
+def test_a_hash_line_in_code_does_not_split_one_indexed_section() -> None:
+    """With section indexes the text between two matched chunks is not searched for
+    heading lines, so a `# comment` in an unmatched code chunk no longer splits a section."""
+    content = "## Deploy\n\nfirst step\n\n```sh\n# build it\nmake\n```\n\nlast step\n"
+    path = ["T", "Deploy"]
+    a = hit("N", 0, 0.5, heading=path, start=content.index("first"), text="first step")
+    b = hit("N", 2, 0.5, heading=path, start=content.index("last"), text="last step")
+    assert _spans([a, b], content) == [[0], [2]]  # legacy chunks: the '#' line splits
+    a, b = (replace(h, section_index=0) for h in (a, b))
+    assert _spans([a, b], content) == [[0, 2]]
+
+
+def test_adjacent_chunks_merge_only_within_max_section_chars() -> None:
+    """A long section whose chunks all match became one span of the whole section, which
+    chat then cut from its start, losing the passage that matched at its end (found by
+    review); adjacent merges now stop at max_section_chars as gap merges do."""
+    hits = [
+        hit("N", i, 0.5, heading=["T", "Runbook"], start=i * 3000, text="x" * 2990, section=0)
+        for i in range(5)
+    ]
+    assert _spans(hits, max_section_chars=6000) == [[0, 1], [2, 3], [4]]
+    assert _spans(hits, max_section_chars=None) == [[0, 1, 2, 3, 4]]
+
+
 def test_hits_outside_the_allowed_notes_or_versions_are_dropped() -> None:
     meta = note("A")
     current = NoteMeta(
@@ -246,3 +306,49 @@ def test_rank_note_ids_orders_notes_as_grouping_does(scorer: str, seed: int) -> 
         metas = {n: note(n) for n in allowed}
         grouped = group_by_note(hits, metas, limit=100, chunks_per_note=3, score=scorer)
         assert [r.note_id for r in grouped] == [n for n in ranked if n in allowed]
+
+
+@pytest.mark.parametrize(
+    ("stored", "expected"),
+    [({"section_index": 3}, 3), ({}, None), ({"section_index": None}, None)]
+    + [({"section_index": v}, None) for v in (True, "3", 3.0)],
+)
+def test_stored_section_index_is_read_whole_or_not_at_all(
+    stored: dict, expected: int | None
+) -> None:
+    """Chunks indexed before chunks carried a section index (or holding junk there) read
+    as None, and grouping falls back on their heading path and the note text."""
+    from bson import ObjectId
+
+    from api.retrieval.sync import chunk_record
+
+    doc = {
+        "_id": ObjectId(),
+        "note_id": ObjectId(),
+        "author_id": ObjectId(),
+        "note_version": 1,
+        "chunk_index": 0,
+        "heading_path": ["T"],
+        "content_md": "x",
+        "embedding": [1.0, 0.0],
+        **stored,
+    }
+    assert ChunkHit.from_document(doc).section_index == expected
+    assert chunk_record(doc).section_index == expected
+
+
+def test_cjk_text_weighs_more_against_max_section_chars() -> None:
+    """About a token per CJK character against four English characters a token: a long
+    Japanese section split at 6 000 characters still filled chat's context alone and was
+    cut from its start (found by review)."""
+
+    def section(text: str) -> list[ChunkHit]:
+        step = len(text) + 2
+        return [
+            hit("N", i, 0.5, heading=["T", "S"], start=i * step, text=text, section=0)
+            for i in range(4)
+        ]
+
+    assert _spans(section("x" * 1000)) == [[0, 1, 2, 3]]  # 4 006 characters
+    assert _spans(section("東" * 1000)) == [[0], [1], [2], [3]]  # weighed as 4 000 each
+    assert _spans(section("東" * 500 + "x" * 500)) == [[0, 1], [2, 3]]

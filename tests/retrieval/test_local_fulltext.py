@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from api.retrieval.local_fulltext import (
+    MAX_CJK_PAIRS,
     MAX_QUERY_TERMS,
     FullTextIndex,
     build_match_expression,
@@ -165,3 +166,98 @@ def test_column_weights_change_ranking() -> None:
         index.replace_notes([(0, chunks[:1]), (1, chunks[1:])])
     assert ids(heading_first.search("backups", 2))[0] == "h:0"
     assert ids(content_first.search("backups", 2))[0] == "c:0"
+
+
+def test_cjk_query_runs_become_character_pairs() -> None:
+    assert query_terms("東京") == ["東 京"]
+    assert query_terms("東京の天気") == ["東 京", "京 の", "の 天", "天 気"]
+    assert query_terms("雨 rain 서울에서") == ["雨", "rain", "서 울", "울 에", "에 서"]
+    assert build_match_expression("大阪") == '"大 阪"'
+
+
+def test_a_cjk_word_inside_a_sentence_is_found_and_ranked_by_its_pairs() -> None:
+    """unicode61 kept a whole CJK run as one token: "東京" found nothing inside
+    "東京の天気は晴れです" (found by review)."""
+    index = FullTextIndex()
+    index.replace_note(0, [data("ja", 0, "東京の天気は晴れです。大阪では雨が降っています。")])
+    index.replace_note(1, [data("zh", 0, "北京今天下雨，上海天气晴朗。")])
+    index.replace_note(2, [data("ko", 0, "서울에서 부산까지 기차로 갑니다.")])
+    index.replace_note(3, [data("mix", 0, "京都と東北の旅行")])  # 東 and 京, never 東京
+    assert ids(index.search("東京", 5)) == ["ja:0"]
+    assert ids(index.search("大阪", 5)) == ["ja:0"]
+    assert ids(index.search("上海天气", 5)) == ["zh:0"]
+    assert ids(index.search("서울", 5)) == ["ko:0"]
+    assert ids(index.search("東京の天気", 5))[0] == "ja:0"
+    # Rows are deleted with exactly what was indexed: replacing and removing leave the
+    # FTS5 structures consistent and the old text unfindable.
+    index.replace_note(0, [data("ja", 0, "名古屋は曇りです。")])
+    index.integrity_check()
+    assert index.search("東京", 5) == [] and ids(index.search("名古屋", 5)) == ["ja:0"]
+    index.remove_note(1)
+    index.integrity_check()
+    assert index.search("上海", 5) == []
+
+
+def test_a_long_cjk_question_keeps_its_last_words() -> None:
+    """Every CJK character pair counted against the 32-term cap, so a one-sentence
+    Japanese question was cut after 33 characters and what it asked about, at its end, was
+    never searched (found by review). Pairs have their own cap."""
+    index = FullTextIndex()
+    index.replace_note(0, [data("sapporo", 0, "札幌支店の担当者は田中さんです。")])
+    index.replace_note(1, [data("other", 0, "English notes about the garden and the oven.")])
+    question = (
+        "来週の定例会議で話し合う予定の議題と、事前に準備しておくべき資料を教えてください。"
+        "札幌支店の担当者は誰？"
+    )
+    assert ids(index.search(question, 5)) == ["sapporo:0"]
+    assert "札 幌" in query_terms(question)
+    assert query_terms("です") == ["で す"]  # a query of hiragana alone keeps its pairs
+    long_run = "".join(chr(0x4E00 + i) for i in range(300))
+    assert len(query_terms(long_run + " " + " ".join(f"w{i}" for i in range(50)))) == (
+        MAX_CJK_PAIRS + MAX_QUERY_TERMS
+    )
+
+
+def test_ideographic_iteration_mark_is_part_of_the_word() -> None:
+    """々 (U+3005) was outside the CJK ranges, so "様々" became the loose terms 様 OR 々
+    and a note holding only 様 (田中様) matched (found by review)."""
+    index = FullTextIndex()
+    index.replace_note(0, [data("various", 0, "様々な方法を試しました。")])
+    index.replace_note(1, [data("mr", 0, "田中様へ請求書を送りました。")])
+    assert ids(index.search("様々", 5)) == ["various:0"]
+
+
+def _hiragana_index() -> FullTextIndex:
+    index = FullTextIndex()
+    index.replace_note(0, [data("sushi", 0, "週末は友達とすしを食べに行った。")])
+    index.replace_note(1, [data("thanks", 0, "みんなにありがとうを伝えた。")])
+    index.replace_note(2, [data("apple", 0, "朝ごはんにりんごを一つ食べた。")])
+    index.replace_note(3, [data("shop", 0, "おいしいすしのお店を見つけた。")])
+    return index
+
+
+def test_a_hiragana_word_in_a_kanji_sentence_is_still_searched() -> None:
+    """Words written in hiragana inside a kanji sentence stay searched: leaving out pairs of
+    two hiragana (as a stop list) lost すし, ありがとう, りんご (found by review)."""
+    index = _hiragana_index()
+    assert "す し" in query_terms("すしが好きです")
+    assert set(ids(index.search("すしが好きです", 5))) >= {"sushi:0", "shop:0"}
+
+
+def test_thanks_in_a_sentence_finds_the_note_holding_it() -> None:
+    """'先生にありがとうと言いたい' kept only 先生/生に/と言/言い and missed the note with
+    ありがとう."""
+    assert ids(_hiragana_index().search("先生にありがとうと言いたい", 5))[:1] == ["thanks:0"]
+
+
+def test_the_hiragana_subject_outranks_a_shared_verb() -> None:
+    """'りんごが食べたい' (I want to eat an apple) was searched as 'が 食' OR '食 べ' only, so
+    the apple and sushi notes tied on 食べ."""
+    hits = _hiragana_index().search("りんごが食べたい", 5)
+    scores = dict((c.chunk_id, s) for c, s in hits)
+    assert scores["apple:0"] > 2 * scores.get("sushi:0", 0.0), scores
+
+
+def test_a_kanji_suffix_does_not_hide_the_hiragana_word_before_it() -> None:
+    """'おいしいすし屋' became ['し 屋'] only and missed 'おいしいすしのお店'."""
+    assert "shop:0" in ids(_hiragana_index().search("おいしいすし屋", 5))

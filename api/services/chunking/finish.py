@@ -165,6 +165,7 @@ class Finisher:
         last = total - 1
         sha256 = hashlib.sha256
         out: list[MarkdownChunk] = []
+        sections: dict[int, int] = {}  # piece group -> section number among those kept
         for i, (crumb, piece, count, cs, ce, content) in enumerate(rows):
             embedding_text = self.embedding_text(crumb, content, count)
             out.append(
@@ -188,6 +189,7 @@ class Finisher:
                     sha256(embedding_text.encode("utf-8")).hexdigest(),
                     embedding_text,
                     piece.meta,
+                    sections.setdefault(piece.group, len(sections)),
                 )
             )
         return out

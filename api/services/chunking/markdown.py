@@ -27,7 +27,7 @@ from api.services.chunking.token_index import TokenIndex
 from api.services.chunking.tokenizer import Tokenizer, default_tokenizer
 
 # Bump when the algorithm changes in a way that can change any chunk.
-ALGORITHM_REVISION = 3
+ALGORITHM_REVISION = 4  # 4: chunks carry section_index
 DEFAULT_MAX_INPUT_TOKENS = 8191  # OpenAI text-embedding-3-*
 
 

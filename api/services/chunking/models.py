@@ -17,6 +17,8 @@ class MarkdownChunk:
     first and code fragments (see `split_code`), and for `fixed_tokens` windows, which
     overlap by design. `embedding_text` is what gets embedded: the breadcrumb line
     (`section_path`, possibly shortened to fit the model's input) + a blank line + content.
+    `section_index` numbers the note's sections in order (0, 1, …): the chunks of one
+    section share it, so two sibling sections with the same heading path stay apart.
     """
 
     content_md: str
@@ -32,6 +34,7 @@ class MarkdownChunk:
     content_hash: str
     embedding_text: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    section_index: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """All fields as a JSON-serialisable dict (lists and dicts copied)."""
@@ -49,4 +52,5 @@ class MarkdownChunk:
             "content_hash": self.content_hash,
             "embedding_text": self.embedding_text,
             "metadata": dict(self.metadata),
+            "section_index": self.section_index,
         }

@@ -31,6 +31,7 @@ encoding plus the parse instead of both in full, when a second core is free.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from typing import TypeVar
@@ -44,6 +45,9 @@ from api.services.chunking.tokenizer import HuggingFaceTokenizer, TiktokenTokeni
 _BOUNDARY_ENCODINGS = frozenset({"tiktoken:cl100k_base", "tiktoken:o200k_base"})
 # Below this a hand-off to the helper thread (tens of microseconds) is not worth it.
 _SPLIT_ENCODE_MIN_BYTES = 1 << 14
+# Whole-note numpy passes run in blocks of this many bytes: a block's temporaries stay in
+# the CPU cache (on a 720 KB note one pass over the whole array took 5.5 ms, 1.4 ms so).
+_SCAN_BLOCK = 1 << 16
 
 T = TypeVar("T")
 
@@ -83,7 +87,11 @@ class TokenIndex:
             self._ratio = self.total / max(len(src), 1)
         else:
             self.total = len(ends)
-        self._ends_list: list[int] = [] if ends is None else ends.tolist()
+        # bisect reads an int64 array.array almost as fast as a list, and it is a copy of
+        # the buffer where `tolist()` makes one Python int per token (3-4 ms per 720 KB).
+        self._ends_list = array("q")
+        if ends is not None:
+            self._ends_list.frombytes(np.ascontiguousarray(ends, dtype=np.int64).view(np.uint8))
 
     @classmethod
     def alongside(
@@ -209,8 +217,16 @@ class TokenIndex:
         return counts
 
 
-def universal_boundaries(arr: np.ndarray) -> np.ndarray:
-    """Offsets p (0 < p < len) that are piece boundaries in any context (module docstring)."""
+def universal_boundaries(arr: np.ndarray, block: int = _SCAN_BLOCK) -> np.ndarray:
+    """Offsets p (0 < p < len) that are piece boundaries in any context (module docstring),
+    found `block` bytes at a time (the rule reads only the byte pair around p)."""
+    if len(arr) <= block + 1:
+        return _boundaries(arr)
+    found = [_boundaries(arr[a : a + block + 1]) + a for a in range(0, len(arr) - 1, block)]
+    return np.concatenate(found)
+
+
+def _boundaries(arr: np.ndarray) -> np.ndarray:
     prev, cur = arr[:-1], arr[1:]
     low_prev, low_cur = prev | 0x20, cur | 0x20
     prev_letter = (low_prev >= 0x61) & (low_prev <= 0x7A)

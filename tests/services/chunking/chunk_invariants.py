@@ -188,6 +188,10 @@ def check_chunks(
         if c.chunk_type in ("code", "table"):
             limit = max(limit, max_input)
         assert c.token_count <= limit or len(c.content_md) == 1, (c.token_count, limit)
+    # Sections are numbered 0, 1, … in note order, with no gaps.
+    assert not chunks or chunks[0].section_index == 0
+    for a, b in itertools.pairwise(chunks):
+        assert b.section_index - a.section_index in (0, 1)
     # Order, no overlap (fixed_tokens windows overlap by design), coverage.
     for a, b in itertools.pairwise(chunks):
         if strategy == "fixed_tokens":
@@ -236,6 +240,10 @@ def _check_structure(
         if title and texts and texts[0].casefold() == _cut(title).casefold():
             texts = texts[1:]
         expected_after.append([title, *texts] if title else texts)
+    # A chunk's section is the number of headings before it; one section, one index.
+    section_of = [bisect_right(starts, c.start_offset) for c in chunks]
+    for (a, ka), (b, kb) in itertools.pairwise(zip(chunks, section_of, strict=True)):
+        assert (a.section_index == b.section_index) == (ka == kb), (ka, kb)
     for c in chunks:
         k = bisect_right(starts, c.start_offset)
         assert c.heading_path == expected_after[k]

@@ -480,9 +480,20 @@ def test_positions_indexes_and_to_dict() -> None:
     assert set(record) == {
         "content_md", "heading_path", "chunk_type", "chunk_index", "token_count",
         "start_offset", "end_offset", "section_path", "total_chunks", "chunk_position",
-        "content_hash", "embedding_text", "metadata",
+        "content_hash", "embedding_text", "metadata", "section_index",
     }  # fmt: skip
     assert json.loads(json.dumps(record)) == record
+
+
+def test_sibling_sections_of_one_name_get_their_own_section_index() -> None:
+    # Same heading path, so only the index tells them apart (search merges by it).
+    text = "## Setup\n\none\n\n## Setup\n\ntwo\n\nSetup\n=====\n\nthree\n"
+    chunks = chunk(text)
+    assert [c.heading_path for c in chunks] == [["Note", "Setup"]] * 3
+    assert [c.section_index for c in chunks] == [0, 1, 2]
+    split = chunk("## Long\n\n" + "\n\n".join([LOREM] * 12) + "\n\n## Next\n\nend\n")
+    assert len(split) > 2  # one section cut into several chunks shares its index
+    assert {c.section_index for c in split[:-1]} == {0} and split[-1].section_index == 1
 
 
 def test_output_is_deterministic() -> None:

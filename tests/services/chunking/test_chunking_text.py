@@ -85,6 +85,8 @@ _CUT_TEXT = st.lists(
             "  ",
             "\n",
             "\n\n",
+            "\r",
+            "\r\n",
             "\t",
             ".",
             "'",
@@ -109,6 +111,20 @@ def test_cuts_of_a_span_equal_the_whole_note_cuts_inside_it(text: str, data: st.
         inside = cuts_all[(cuts_all > start) & (cuts_all < end)]
         found = got[kind][(got[kind] > start) & (got[kind] < end)]
         assert found.tolist() == inside.tolist(), kind
+
+
+@settings(max_examples=300, deadline=None)
+@given(_CUT_TEXT, st.integers(1, 40))
+def test_whole_note_cuts_found_block_by_block_equal_one_scan(text: str, block: int) -> None:
+    # A long note is scanned in blocks (kept in the CPU cache); every cut strictly inside
+    # the note must be the one-scan cut, whatever block boundary falls next to it.
+    src = SourceText(text)
+    n = len(src)
+    one_scan = src.compute_cuts(0, n)
+    by_block = src._whole_note_cuts(block=block)
+    for kind, cuts in one_scan.items():
+        got = by_block[kind]
+        assert got[(got > 0) & (got < n)].tolist() == cuts[(cuts > 0) & (cuts < n)].tolist()
 
 
 def test_small_spans_reuse_one_scan_and_large_spans_scan_the_whole_note() -> None:

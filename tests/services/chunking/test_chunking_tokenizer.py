@@ -140,6 +140,19 @@ def test_universal_boundaries_table_is_the_rule_for_every_byte_pair() -> None:
         assert (3 * k + 1 in found) == rule(p, c), (p, c)
 
 
+@SETTINGS
+@given(
+    data=st.binary(min_size=2, max_size=400).map(lambda b: np.frombuffer(b, dtype=np.uint8)),
+    block=st.integers(1, 64),
+)
+def test_universal_boundaries_found_block_by_block_equal_one_pass(
+    data: np.ndarray, block: int
+) -> None:
+    # Block seams must neither lose nor repeat a boundary (the pair straddling a seam).
+    one_pass = universal_boundaries(data, block=len(data))
+    assert universal_boundaries(data, block=block).tolist() == one_pass.tolist()
+
+
 def test_index_estimates_are_monotonic_and_total() -> None:
     text = "# Title\n\nSome text, with 12345 numbers and émojis 😀.\n" * 50
     src = SourceText(text)

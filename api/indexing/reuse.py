@@ -1,0 +1,65 @@
+"""Embeddings a run can reuse instead of paying for: by `content_hash`, from the note's own
+chunks, the author's embedding cache and the author's other chunks (never another user's:
+a reused vector shows in stats and timing). Vectors that leave `note_chunks` go to the cache.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from api.indexing.cache_repository import EmbeddingCacheRepository
+from api.indexing.chunks_repository import ChunksRepository
+from api.indexing.vectors import to_bson_vector
+from connectors.embeddings.base import EmbeddingError
+
+
+async def vectors_for(
+    note: dict[str, Any],
+    chunks: list[Any],
+    existing: list[dict[str, Any]],
+    *,
+    embedder: Any,
+    model_key: str,
+    cache: EmbeddingCacheRepository,
+    stored: ChunksRepository,
+) -> tuple[dict[str, Any], int, int]:
+    """({content_hash: BSON vector} for every chunk, texts embedded, tokens embedded),
+    embedding only texts seen nowhere, in one batch."""
+    found: dict[str, Any] = {
+        d["content_hash"]: d["embedding"]
+        for d in existing
+        if d.get("embedding_model") == model_key and d.get("embedding") is not None
+    }
+    missing = sorted({c.content_hash for c in chunks} - found.keys())
+    if missing:
+        found.update(await cache.get_many(note["author_id"], model_key, missing))
+        missing = [h for h in missing if h not in found]
+    if missing:
+        found.update(await stored.vectors_by_hash(note["author_id"], model_key, missing))
+        missing = [h for h in missing if h not in found]
+    if not missing:
+        return found, 0, 0
+    texts = {c.content_hash: c.embedding_text for c in chunks if c.content_hash in missing}
+    order = list(texts)
+    batch = await embedder.embed([texts[h] for h in order])
+    vecs = np.asarray(batch.vectors, dtype=np.float32)
+    if vecs.shape != (len(order), embedder.dimensions):
+        raise EmbeddingError(f"embedder returned shape {vecs.shape}", retryable=True)
+    for h, vec in zip(order, vecs, strict=True):
+        found[h] = to_bson_vector(vec)
+    return found, len(order), int(batch.tokens)
+
+
+async def cache_evicted(
+    cache: EmbeddingCacheRepository, docs: list[dict[str, Any]], keep: set[str]
+) -> None:
+    """Put the vectors of `docs` whose hash is not in `keep` into their author's cache."""
+    by_key: dict[tuple[Any, str], dict[str, Any]] = {}
+    for d in docs:
+        if d.get("embedding") is not None and d["content_hash"] not in keep:
+            key = (d.get("author_id"), d.get("embedding_model", ""))
+            by_key.setdefault(key, {})[d["content_hash"]] = d["embedding"]
+    for (author_id, model), vectors in by_key.items():
+        await cache.put_many(author_id, model, vectors)

@@ -1,0 +1,92 @@
+"""Chat's numbered sections contain the passage that matched. Adjacent matching chunks of
+one section were merged without any size bound, and the merged section was then cut to the
+context budget from its start, so the chunk that answered the question (at the end of a
+long section) never reached the model or the extractive answer (found by review)."""
+
+from __future__ import annotations
+
+import random
+
+from tests.conftest import Api
+from tests.helpers import paragraph, wait_indexed
+
+FACT = "The failover password rotation for the vault cluster happens every 90 days."
+
+
+async def test_the_matching_chunk_of_a_long_section_reaches_the_chat_context(api: Api) -> None:
+    h = await api.new_user()
+    rng = random.Random(7)
+    body = "\n\n".join(paragraph(rng, 80) for _ in range(40))
+    content = f"## Runbook\n\n{body}\n\n{FACT}\n"
+    r = await api.client.post(
+        "/v1/notes", json={"title": "Operations", "content_md": content}, headers=h
+    )
+    note = await wait_indexed(api, h, r.json()["id"])
+    assert note["chunk_count"] > 5
+    question = "How often does the failover password rotation of the vault cluster happen?"
+
+    search = await api.client.post("/v1/search", json={"query": question}, headers=h)
+    top = search.json()["results"][0]["matching_chunks"]
+    assert any(FACT in s["content"] for s in top)  # search found it
+    print([(s["start_offset"], s["end_offset"], len(s["chunk_ids"])) for s in top])
+
+    ctx = await api.client.post("/v1/chat/context", json={"message": question}, headers=h)
+    assert FACT in ctx.json()["context"], [
+        (c["ref"], c["start_offset"], c["end_offset"]) for c in ctx.json()["citations"]
+    ]
+
+    chat = await api.client.post("/v1/chat", json={"message": question}, headers=h)
+    assert "90 days" in chat.json()["answer"], chat.json()["answer"][:600]
+
+
+# A long Japanese section: about a token per character, so 6 000 characters of it filled
+# chat's context alone (found by review).
+JA_WORDS = [
+    "サーバー",
+    "設定",
+    "ログ",
+    "確認",
+    "監視",
+    "運用",
+    "担当者",
+    "手順",
+    "障害",
+    "対応",
+    "東京",
+    "大阪",
+    "データベース",
+    "バックアップ",
+    "毎週",
+    "報告",
+    "会議",
+    "資料",
+]
+JA_FACT = "サーバーの管理者パスワードは九十日ごとに必ず変更されます。"
+
+
+def _ja_paragraph(rng: random.Random) -> str:
+    return "サーバー" + "、".join(rng.choice(JA_WORDS) for _ in range(30)) + "。"
+
+
+async def test_the_matching_passage_of_a_long_japanese_section_reaches_the_chat_context(
+    api: Api,
+) -> None:
+    h = await api.new_user()
+    rng = random.Random(5)
+    body = "\n\n".join(_ja_paragraph(rng) for _ in range(45))
+    content = f"## 運用手順\n\n{body}\n\n{JA_FACT}\n"
+    assert len(content) < 6000  # one span under the section cap
+    r = await api.client.post(
+        "/v1/notes", json={"title": "運用メモ", "content_md": content}, headers=h
+    )
+    note = await wait_indexed(api, h, r.json()["id"])
+    assert note["chunk_count"] > 3
+    question = "サーバーの管理者パスワードは何日ごとに変更されますか？"
+
+    search = await api.client.post("/v1/search", json={"query": question}, headers=h)
+    assert any(JA_FACT in s["content"] for s in search.json()["results"][0]["matching_chunks"])
+
+    ctx = (await api.client.post("/v1/chat/context", json={"message": question}, headers=h)).json()
+    assert JA_FACT in ctx["context"], [
+        (c["ref"], c["start_offset"], c["end_offset"]) for c in ctx["citations"]
+    ]
