@@ -63,3 +63,27 @@ async def while_unavailable(event: str, op: Callable[[], Awaitable[Any]], budget
             log.info(event, retry_in_s=delay, error=type(exc).__name__)
         await asyncio.sleep(delay)
         delay = min(delay * 2, 5.0)
+
+
+async def claim_or_hand_back(
+    queue: IndexQueue,
+    claim: Awaitable[dict[str, Any] | None],
+    token: str,
+    lease_expires_at: datetime,
+    budget_s: float,
+) -> dict[str, Any] | None:
+    """Await `claim`. If the database becomes unavailable mid-claim, the claim may have been
+    applied with its reply lost: the note then said `indexing` under a lease nobody held,
+    and no worker could take it for a whole lease (120 s; seen as a CI failure of the
+    SIGKILL restart test). Hand such a note back, retrying while the database is down,
+    then raise the claim's error."""
+    try:
+        return await claim
+    except PyMongoError as exc:
+        if is_unavailable(exc):
+            await while_unavailable(
+                "note.claim_hand_back_retry",
+                lambda: queue.release_unconfirmed_claim(token, lease_expires_at),
+                budget_s,
+            )
+        raise

@@ -28,7 +28,7 @@ from api import observability as obs
 from api.indexing.cache_repository import EmbeddingCacheRepository
 from api.indexing.chunks_repository import ChunksRepository
 from api.indexing.fairness import AuthorRotation, LeaseClaims
-from api.indexing.lease import keep_lease, while_unavailable
+from api.indexing.lease import claim_or_hand_back, keep_lease, while_unavailable
 from api.indexing.records import backoff_seconds, chunk_document, index_fields, index_stats
 from api.indexing.reuse import cache_evicted, vectors_for
 from api.notes.queue import IndexQueue
@@ -89,11 +89,15 @@ class Reconciler:
         token = f"{self.worker_id}:{uuid.uuid4().hex[:12]}"
         now = datetime.now(UTC)
 
-        claims = LeaseClaims(self.queue, token, now, self.config.lease_s, self.config.max_attempts)
-        if note_id is not None:
-            note = await claims.any(note_id)
-        else:
-            note = await self.rotation.claim(claims)
+        lease_s = self.config.lease_s
+        claims = LeaseClaims(self.queue, token, now, lease_s, self.config.max_attempts)
+        note = await claim_or_hand_back(
+            self.queue,
+            claims.any(note_id) if note_id is not None else self.rotation.claim(claims),
+            token,
+            now + timedelta(seconds=lease_s),
+            lease_s,
+        )
         if note is None:
             return None
         structlog.contextvars.bind_contextvars(job_id=token, note_id=str(note["_id"]))

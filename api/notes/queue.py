@@ -30,6 +30,21 @@ def _dead(now: datetime) -> dict[str, Any]:
     return {"index_status": "indexing", "lease_expires_at": {"$lt": now}}
 
 
+# A run's note handed back untouched: claimable at once, and not counted as an attempt.
+_HAND_BACK = [
+    {
+        "$set": {
+            "index_status": {
+                "$cond": [{"$eq": ["$index_status", "indexing"]}, "pending", "$index_status"]
+            },
+            "index_attempts": {"$max": [0, {"$subtract": ["$index_attempts", 1]}]},
+            "lease_token": None,
+            "lease_expires_at": None,
+        }
+    }
+]
+
+
 def _claimable(now: datetime, max_attempts: int) -> dict[str, Any]:
     return {"$or": [_due(now), _dead(now)], "index_attempts": {"$lt": max_attempts}}
 
@@ -180,23 +195,16 @@ class IndexQueue:
         """Give a claimed note back untouched (shutdown): claimable at once, and the
         interrupted run does not count as an attempt."""
         result = await self.collection.update_one(
-            {"_id": note_id, "lease_token": token},
-            [
-                {
-                    "$set": {
-                        "index_status": {
-                            "$cond": [
-                                {"$eq": ["$index_status", "indexing"]},
-                                "pending",
-                                "$index_status",
-                            ]
-                        },
-                        "index_attempts": {"$max": [0, {"$subtract": ["$index_attempts", 1]}]},
-                        "lease_token": None,
-                        "lease_expires_at": None,
-                    }
-                }
-            ],
+            {"_id": note_id, "lease_token": token}, _HAND_BACK
+        )
+        return result.modified_count == 1
+
+    async def release_unconfirmed_claim(self, token: str, lease_expires_at: datetime) -> bool:
+        """Give back the note a claim may have taken when its reply never came (the
+        database died mid-request): without this it sat leased to nobody for a whole lease.
+        Found by the claim's own expiry (the `index_lease` index), fenced by its token."""
+        result = await self.collection.update_one(
+            {"lease_expires_at": lease_expires_at, "lease_token": token}, _HAND_BACK
         )
         return result.modified_count == 1
 

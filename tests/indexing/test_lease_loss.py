@@ -194,3 +194,34 @@ async def test_a_run_whose_lease_ran_out_untaken_still_commits_its_embeddings(
             f"the note was embedded {len(calls)} times; last_index_stats "
             f"{raw and raw.get('last_index_stats')}"
         )
+
+
+async def test_a_claim_whose_reply_is_lost_does_not_hold_the_note_for_a_whole_lease(
+    openai_settings: Any,
+) -> None:
+    """The database dies after applying a claim and before replying (a SIGKILL mid-request
+    in CI's restart test): the worker sees AutoReconnect, the note says `indexing` under a
+    lease nobody holds. It used to wait out that lease (120 s by default) before any worker
+    could index it; the worker now hands back whatever its token holds."""
+    async with running_app(openai_settings()) as api:
+        h = await api.new_user()
+        queue = api.container.indexing.reconciler.queue
+        real = queue._take
+        lost: list[dict[str, Any]] = []
+
+        async def take_then_lose_the_reply(*args: Any, **kwargs: Any) -> Any:
+            note = await real(*args, **kwargs)
+            if note is not None and not lost:
+                lost.append(note)
+                raise AutoReconnect("connection closed")
+            return note
+
+        queue._take = take_then_lose_the_reply  # type: ignore[method-assign]
+        r = await api.client.post(
+            "/v1/notes", json={"title": "t", "content_md": "## A\n\nbody"}, headers=h
+        )
+        note = await wait_indexed(api, h, r.json()["id"], timeout_s=20)
+        assert lost and str(lost[0]["_id"]) == note["id"], "the claim's reply was lost once"
+        raw = await api.container.db.notes.find_one({"_id": lost[0]["_id"]})
+        assert raw is not None
+        assert raw["index_attempts"] == 0 and raw["lease_token"] is None
