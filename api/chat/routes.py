@@ -30,8 +30,9 @@ async def _sse(events: AsyncIterator[ChatEvent]) -> AsyncIterator[bytes]:
         200: {
             "content": {"text/event-stream": {}},
             "description": "JSON, or an SSE stream when `stream` is true: `citations`, "
-            "`token`…, `done` (the answer and the citations it uses), or `error`; a `reset` "
-            "before more tokens: discard the tokens shown so far",
+            "`token`…, `done` (the answer and the citations it uses); a `reset` before "
+            "more tokens (the model failed mid-answer, or cited nothing the context held: "
+            "the extractive answer follows): discard the tokens shown so far",
         },
         **errors(*AUTHED),
     },

@@ -304,3 +304,31 @@ async def test_an_answer_of_only_invented_references_falls_back_to_quotes(
             names = [s.event async for s in source.aiter_sse()]
         assert plain["mode"] == "extractive" and plain["citations"]
         assert "reset" in names and names[-1] == "done"
+
+
+@pytest.mark.parametrize("how", ["error", "drop"])
+async def test_a_model_failing_mid_stream_ends_in_the_extractive_answer_as_json_does(
+    chat_settings: Any, openai_stub: Any, how: str
+) -> None:
+    """The model breaks off after a few tokens, with an error event or a dropped
+    connection. The stream used to end in `error` (or, for a dropped connection, ...)
+    where the JSON path answers with quotes: it now says `reset` and ends with the same
+    extractive answer and citations, with a warning."""
+    async with running_app(chat_settings) as api:
+        h = await api.new_user()
+        await add(api, h, "Postgres backups", BACKUPS)
+        openai_stub.set_chat_reply("The backup runs nightly at 02:00 UTC [1].")
+        openai_stub.break_next_stream(3, how)
+        payload = {"message": "When does the nightly backup run?"}
+        async with aconnect_sse(
+            api.client, "POST", "/v1/chat", json={**payload, "stream": True}, headers=h
+        ) as source:
+            events = [(s.event, json.loads(s.data)) async for s in source.aiter_sse()]
+        names = [e for e, _ in events]
+        assert names[-1] == "done", names
+        reset = names.index("reset")
+        assert "".join(d["text"] for e, d in events[:reset] if e == "token") == "The backup runs"
+        done = events[-1][1]
+        assert done["mode"] == "extractive" and "chat model" in done["warning"]
+        assert "".join(d["text"] for e, d in events[reset:] if e == "token") == done["answer"]
+        assert done["citations"] and "02:00 UTC" in done["answer"]

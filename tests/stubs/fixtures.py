@@ -16,6 +16,7 @@ import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
+from typing import Literal
 
 import pytest
 import uvicorn
@@ -112,6 +113,10 @@ class StubServer:
     def set_chat_reply(self, reply: ChatReply | None) -> None:
         """Reply text (or a function of the request body) for chat completions."""
         self.state.set_chat_reply(reply)
+
+    def break_next_stream(self, after_pieces: int, how: Literal["error", "drop"]) -> None:
+        """Break the next streamed chat answer off (see `StubState.break_next_stream`)."""
+        self.state.break_next_stream(after_pieces, how)
 
     def reset(self) -> None:
         """Back to defaults: no failures, no delay, default reply, empty request log."""

@@ -27,7 +27,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import uvicorn
@@ -53,6 +53,9 @@ _ERROR_TYPES = {
 }
 
 ChatReply = str | Callable[[dict[str, Any]], str]
+# How a streamed chat answer breaks off: "error" sends an error event (as the API does when
+# the model fails mid-answer), "drop" closes the connection without ending the response.
+StreamBreak = tuple[int, Literal["error", "drop"]]
 
 
 def stub_embedding(text: str | list[int], dimensions: int, model: str) -> np.ndarray:
@@ -109,6 +112,7 @@ class StubState:
             self._delay = 0.0
             self._delay_count: int | None = None
             self._chat_reply: ChatReply | None = None
+            self._stream_break: StreamBreak | None = None
 
     @property
     def requests(self) -> list[LoggedRequest]:
@@ -138,6 +142,16 @@ class StubState:
         """Fixed reply text, a function of the request body, or None for the default."""
         with self._lock:
             self._chat_reply = reply
+
+    def break_next_stream(self, after_pieces: int, how: Literal["error", "drop"]) -> None:
+        """The next streamed chat answer breaks off after `after_pieces` content pieces."""
+        with self._lock:
+            self._stream_break = (after_pieces, how)
+
+    def _take_stream_break(self) -> StreamBreak | None:
+        with self._lock:
+            taken, self._stream_break = self._stream_break, None
+            return taken
 
     def _admit(
         self, path: str, body: dict[str, Any], headers: dict[str, str]
@@ -246,7 +260,9 @@ def _embeddings(body: dict[str, Any]) -> Response:
     )
 
 
-def _chat(body: dict[str, Any], reply: str, seq: int) -> Response:
+def _chat(
+    body: dict[str, Any], reply: str, seq: int, broken: StreamBreak | None = None
+) -> Response:
     model = body.get("model")
     messages = body.get("messages")
     if not isinstance(model, str) or not isinstance(messages, list) or not messages:
@@ -294,7 +310,13 @@ def _chat(body: dict[str, Any], reply: str, seq: int) -> Response:
 
     async def events() -> AsyncIterator[str]:
         yield chunk({"role": "assistant", "content": ""}, None)
-        for piece in re.findall(r"\s*\S+|\s+", reply):
+        for n, piece in enumerate(re.findall(r"\s*\S+|\s+", reply)):
+            if broken is not None and n == broken[0]:
+                if broken[1] == "drop":
+                    raise ConnectionAbortedError("stub: stream dropped")
+                error = {"message": "The server had an error", "type": "server_error"}
+                yield f"data: {json.dumps({'error': error})}\n\n"
+                return
             yield chunk({"content": piece}, None)
             await asyncio.sleep(0)  # let the server flush pieces separately
         yield chunk({}, "stop")
@@ -346,7 +368,8 @@ def create_app(state: StubState) -> FastAPI:
         entry, body, early = await admit(request)
         if early is not None or body is None:
             return early or _error(400, "no body")
-        response = _chat(body, state._reply_for(body), len(state.requests))
+        broken = state._take_stream_break() if body.get("stream") else None
+        response = _chat(body, state._reply_for(body), len(state.requests), broken)
         entry.status = response.status_code
         return response
 
