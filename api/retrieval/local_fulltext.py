@@ -47,6 +47,9 @@ CJK run in a query becomes its overlapping character pairs, each a two-character
 and a longer query ranks by how many of its pairs a chunk holds. Pairs have their own cap
 (`MAX_CJK_PAIRS`), so a long unspaced question keeps its last words. (Leaving out pairs of
 two hiragana, as a stop list would, lost words written in hiragana: すし, ありがとう.)
+Text and queries are compared in NFKC, so full- and half-width forms (Ｗｉ-Ｆｉ, ２０２６,
+ｻｰﾊﾞｰ, which Japanese input methods produce) match their usual ones, like the width filter
+of Lucene's CJK analyzer. (The Atlas index's `lucene.english` analyzer does not fold them.)
 
 Not thread-safe by itself: `LocalIndex` serialises every call on the author's lock.
 """
@@ -105,8 +108,15 @@ def _is_word_char(ch: str) -> bool:
     return category[0] == "M" or category == "Co"
 
 
+def _nfkc(text: str) -> str:
+    # Full- and half-width forms (Ｗｉ-Ｆｉ, ２０２６, ｻｰﾊﾞｰ) as their usual ones, the width
+    # folding of Lucene's CJK analyzer; text and queries alike (found by review).
+    return text if unicodedata.is_normalized("NFKC", text) else unicodedata.normalize("NFKC", text)
+
+
 def indexed_text(text: str) -> str:
-    """`text` as the index tokenises it: every CJK character stands apart."""
+    """`text` as the index tokenises it: in NFKC, every CJK character standing apart."""
+    text = _nfkc(text)
     return CJK_CHAR.sub(r" \g<0> ", text) if CJK_CHAR.search(text) else text
 
 
@@ -125,14 +135,14 @@ def _split_cjk(piece: str) -> list[str]:
 
 
 def query_terms(text: str) -> list[str]:
-    """The search terms of user text: word pieces, lower-cased, without stop words and
+    """The search terms of user text: word pieces, in NFKC and lower-cased, without stop words and
     duplicates, in order of first appearance; at most `MAX_QUERY_TERMS` words and
     `MAX_CJK_PAIRS` CJK character pairs (see the module docstring)."""
     terms: list[str] = []
     seen: set[str] = set()
     piece: list[str] = []
     words = pairs = 0
-    for ch in text[:MAX_QUERY_CHARS] + " ":
+    for ch in _nfkc(text[:MAX_QUERY_CHARS]) + " ":
         if _is_word_char(ch):
             piece.append(ch)
             continue

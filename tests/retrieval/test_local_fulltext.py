@@ -261,3 +261,27 @@ def test_the_hiragana_subject_outranks_a_shared_verb() -> None:
 def test_a_kanji_suffix_does_not_hide_the_hiragana_word_before_it() -> None:
     """'おいしいすし屋' became ['し 屋'] only and missed 'おいしいすしのお店'."""
     assert "shop:0" in ids(_hiragana_index().search("おいしいすし屋", 5))
+
+
+@pytest.mark.parametrize(
+    ("stored", "query"),
+    [
+        ("Ｗｉ-Ｆｉ のパスワードを変更する", "wi-fi password"),  # full-width Latin
+        ("Reset the Wi-Fi password", "Ｗｉ－Ｆｉ"),  # full-width query, ASCII note
+        ("ｻｰﾊﾞｰを再起動する", "サーバー"),  # half-width katakana in the note
+        ("サーバーを再起動する", "ｻｰﾊﾞｰ"),  # ... or in the query
+        ("Budget for ２０２６", "2026 budget"),  # full-width digits
+    ],
+)
+def test_full_and_half_width_forms_match_their_usual_forms(stored: str, query: str) -> None:
+    """Japanese input methods write Latin letters, digits and katakana in full- or
+    half-width forms; each used to be a word of its own, so 'Ｗｉ-Ｆｉ' never matched
+    'Wi-Fi' (found by review). Text and queries are compared in NFKC, as Lucene's CJK
+    width filter and ICU folding do."""
+    index = FullTextIndex()
+    index.replace_note(0, [data("n", 0, stored)])
+    index.replace_note(1, [data("other", 0, "Unrelated text about cooking pasta")])
+    assert ids(index.search(query, 5)) == ["n:0"]
+    index.remove_note(0)  # contentless FTS5 deletes by the same tokens it indexed
+    assert index.search(query, 5) == []
+    index.integrity_check()
