@@ -22,7 +22,8 @@ _REF_GROUP = re.compile(
 # What may follow a dropped marker without the space before it: punctuation (also CJK)
 # and closing delimiters (a space before "**" would end no emphasis; found by review).
 _CLOSERS = frozenset(".,;:!?)]}*_~'\"。、，．！？：；」』）】")
-_SEPARATOR_TO_MARKER = re.compile(rf"[ \t]*[,;、，；][ \t]*(?=\[{_REFS}\](?!\())")
+# A separator, or none ("[9][10]", "[9] [10]"), before another marker.
+_SEPARATOR_TO_MARKER = re.compile(rf"(?:[ \t]*[,;、，；])?[ \t]*(?=\[{_REFS}\](?!\())")
 _SEPARATOR_BEFORE = re.compile(r"[ \t]*[,;、，；][ \t]*\Z")
 _TRAILING_SPACE = re.compile(r"[ \t]*\Z")
 _BLANK_HEAD = re.compile(r"\A(?:[ \t]*\r?\n)+")
@@ -77,7 +78,8 @@ def remove_invented_refs(answer: str, valid: set[int]) -> str:
     citation markers change, with what belonged to a dropped one: the space before it when
     punctuation or a closing delimiter follows ("Never [9]." → "Never.", "UTC [9]**" →
     "UTC**"), its parentheses ("([9])"), and the separator joining it to another marker
-    ("Sources: [9], [1]" → "Sources: [1]"; "[1], [9]." → "[1]."). Code, brackets that are
+    ("Sources: [9], [1]" → "Sources: [1]"; "[1], [9]." → "[1]."; "a [9][9]." → "a.").
+    Code, brackets that are
     not citations and everything else stay exactly as the model wrote them."""
     prose = _prose(answer)
     out: list[str] = []

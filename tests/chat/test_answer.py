@@ -424,3 +424,20 @@ def test_a_marker_in_a_link_address_is_no_citation() -> None:
     for raw in ("See [docs](http://x/a[9]b) now.", "See <http://x/[9]> now."):
         assert remove_invented_refs(raw, {1}) == raw
         assert cited_refs(raw) == []
+
+
+@pytest.mark.parametrize(
+    ("raw", "cleaned"),
+    [
+        ("a [9][9].", "a."),
+        ("See [9][10] and more.", "See and more."),
+        ("x [9] [9].", "x."),
+        ("**UTC [9][8]**", "**UTC**"),
+        ("Done [9][1].", "Done [1]."),
+        ("See [9] [1] now", "See [1] now"),
+    ],
+)
+def test_adjacent_invented_markers_go_with_their_space(raw: str, cleaned: str) -> None:
+    """Adjacent invented markers left the space of the first behind: "a [9][9]." gave
+    "a ." and "See [9][10] and more." two spaces (found by review)."""
+    assert remove_invented_refs(raw, {1, 2}) == cleaned
