@@ -372,13 +372,16 @@ class Reconciler:
         them. Any others may be, or may become, the only copy of a version another run is
         committing right now (this run's delete of that version took the other run's): so
         ask for one more run of the note instead, which keeps them as that version's
-        chunks, replaces them, or removes them from a trashed note. (A purged note's
-        chunks are deleted by `_run_claimed`.)"""
+        chunks, replaces them, or removes them from a trashed note. A failed note gets no
+        more runs (maintenance failed it while this run wrote): this run's own chunks go,
+        unless they are of the indexed version (then they may be its only copy).
+        (A purged note's chunks are deleted by `_run_claimed`.)"""
         current = await self.queue.get(note_id)
         if current is None:
             return
         indexed = current.get("indexed_version")
-        if indexed is not None and version < indexed:
+        failed = current["index_status"] == "failed" and version != indexed
+        if (indexed is not None and version < indexed) or failed:
             removed = await self.chunks.delete_ids([d["_id"] for d in docs if "_id" in d])
             log.info("note.fenced_chunks_removed", chunks=removed, version=version)
         else:

@@ -116,6 +116,25 @@ async def test_no_older_version_stays_beside_the_indexed_one(api: Api) -> None:
     assert note["indexed_version"] == 3 and note["chunk_count"] == 3
 
 
+async def test_a_note_failed_while_a_run_wrote_keeps_no_chunks_of_that_run(api: Api) -> None:
+    """A's lease runs out and, its attempts used up, maintenance marks the note failed
+    (`fail_exhausted`) in the window between A's lease check and its write. A's chunks of
+    version 2 stayed beside the indexed version 1, invisible, until the next edit: the
+    recheck A asked for does not touch a failed note (found by review)."""
+    a = RunA(api)
+    await a.start()
+    max_attempts = a.reconciler.config.max_attempts
+    await api.container.db.notes.update_one(
+        {"_id": a.oid}, {"$set": {"index_attempts": max_attempts}}
+    )
+    assert (await api.container.indexing.workers.maintenance_once(orphans=False))["exhausted"]
+    await a.finish()
+    note = await api.container.db.notes.find_one({"_id": a.oid})
+    assert note["index_status"] == "failed" and note["indexed_version"] == 1
+    left = await api.container.db.note_chunks.find({"note_id": a.oid}).to_list()
+    assert {d["note_version"] for d in left} == {1} and len(left) == note["chunk_count"]
+
+
 # Runs driven by hand (no background workers), so each interleaving is forced: A is the
 # app's reconciler, B and R a second Reconciler (another worker process) on the database.
 
