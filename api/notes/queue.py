@@ -94,13 +94,14 @@ class IndexQueue:
         lease_s: float,
         sort: list[tuple[str, int]] | None = None,
     ) -> dict[str, Any] | None:
-        return await self.collection.find_one_and_update(
+        expires = now + timedelta(seconds=lease_s)
+        taken = await self.collection.find_one_and_update(
             query,
             {
                 "$set": {
                     "index_status": "indexing",
                     "lease_token": token,
-                    "lease_expires_at": now + timedelta(seconds=lease_s),
+                    "lease_expires_at": expires,
                     "claimed_at": now,
                 },
                 "$inc": {"index_attempts": 1},
@@ -108,6 +109,15 @@ class IndexQueue:
             sort=sort or [("next_attempt_at", 1)],
             return_document=ReturnDocument.AFTER,
         )
+        if taken is None:
+            # The driver retries a write whose reply was lost; a database restarted in
+            # between has forgotten the first attempt and runs the claim again, which
+            # finds the note already taken, by this very claim: it is ours. (Left alone,
+            # it sat under a lease nobody held for the whole lease; found by review.)
+            taken = await self.collection.find_one(
+                {"lease_expires_at": expires, "lease_token": token}
+            )
+        return taken
 
     async def claim_stale(
         self, *, token: str, now: datetime, lease_s: float, max_attempts: int
