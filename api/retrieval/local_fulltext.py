@@ -47,9 +47,10 @@ CJK run in a query becomes its overlapping character pairs, each a two-character
 and a longer query ranks by how many of its pairs a chunk holds. Pairs have their own cap
 (`MAX_CJK_PAIRS`), so a long unspaced question keeps its last words. (Leaving out pairs of
 two hiragana, as a stop list would, lost words written in hiragana: すし, ありがとう.)
-Text and queries are compared in NFKC, so full- and half-width forms (Ｗｉ-Ｆｉ, ２０２６,
-ｻｰﾊﾞｰ, which Japanese input methods produce) match their usual ones, like the width filter
-of Lucene's CJK analyzer. (The Atlas index's `lucene.english` analyzer does not fold them.)
+Full- and half-width forms (Ｗｉ-Ｆｉ, ２０２６, ｻｰﾊﾞｰ, which Japanese input methods
+produce) are folded to their usual ones (NFKC on the Halfwidth and Fullwidth Forms block
+only), in text and queries, like the width filter of Lucene's CJK analyzer. (The Atlas
+index's `lucene.english` analyzer does not fold them.)
 
 Not thread-safe by itself: `LocalIndex` serialises every call on the author's lock.
 """
@@ -81,6 +82,9 @@ CJK_CHAR = re.compile(
     "\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f]"
 )
 
+# Unicode's Halfwidth and Fullwidth Forms block (folded by `_fold_width`).
+_WIDTH_FORMS = re.compile("[\uff01-\uffef]+")
+
 # Fixed cost of one SQLite connection with an FTS5 table (measured: ~75 KB).
 CONNECTION_OVERHEAD_BYTES = 80_000
 
@@ -108,15 +112,20 @@ def _is_word_char(ch: str) -> bool:
     return category[0] == "M" or category == "Co"
 
 
-def _nfkc(text: str) -> str:
-    # Full- and half-width forms (Ｗｉ-Ｆｉ, ２０２６, ｻｰﾊﾞｰ) as their usual ones, the width
-    # folding of Lucene's CJK analyzer; text and queries alike (found by review).
-    return text if unicodedata.is_normalized("NFKC", text) else unicodedata.normalize("NFKC", text)
+def _fold_width(text: str) -> str:
+    # Full- and half-width forms (Ｗｉ-Ｆｉ, ２０２６, ｻｰﾊﾞｰ) as their usual ones, like the
+    # width filter of Lucene's CJK analyzer; text and queries alike (found by review). Only
+    # that block: NFKC on everything glued "™" onto its word as "TM" ("Core™" → "coretm").
+    return _WIDTH_FORMS.sub(_nfkc, text) if _WIDTH_FORMS.search(text) else text
+
+
+def _nfkc(match: re.Match[str]) -> str:
+    return unicodedata.normalize("NFKC", match[0])
 
 
 def indexed_text(text: str) -> str:
-    """`text` as the index tokenises it: in NFKC, every CJK character standing apart."""
-    text = _nfkc(text)
+    """`text` as the index tokenises it: widths folded, every CJK character apart."""
+    text = _fold_width(text)
     return CJK_CHAR.sub(r" \g<0> ", text) if CJK_CHAR.search(text) else text
 
 
@@ -135,14 +144,14 @@ def _split_cjk(piece: str) -> list[str]:
 
 
 def query_terms(text: str) -> list[str]:
-    """The search terms of user text: word pieces, in NFKC and lower-cased, without stop words and
-    duplicates, in order of first appearance; at most `MAX_QUERY_TERMS` words and
-    `MAX_CJK_PAIRS` CJK character pairs (see the module docstring)."""
+    """The search terms of user text: word pieces, widths folded and lower-cased, without
+    stop words and duplicates, in order of first appearance; at most `MAX_QUERY_TERMS`
+    words and `MAX_CJK_PAIRS` CJK character pairs (see the module docstring)."""
     terms: list[str] = []
     seen: set[str] = set()
     piece: list[str] = []
     words = pairs = 0
-    for ch in _nfkc(text[:MAX_QUERY_CHARS]) + " ":
+    for ch in _fold_width(text[:MAX_QUERY_CHARS]) + " ":
         if _is_word_char(ch):
             piece.append(ch)
             continue

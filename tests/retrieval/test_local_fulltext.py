@@ -285,3 +285,23 @@ def test_full_and_half_width_forms_match_their_usual_forms(stored: str, query: s
     index.remove_note(0)  # contentless FTS5 deletes by the same tokens it indexed
     assert index.search(query, 5) == []
     index.integrity_check()
+
+
+@pytest.mark.parametrize(
+    ("stored", "query"),
+    [
+        ("Intel® Core™ i7 laptop setup", "core i7"),
+        ("Deploying Acme™ Cloud to staging", "acme"),
+        ("Our Service℠ levels are defined here", "service levels"),
+        ("Order №5 shipped yesterday", "order 5"),
+    ],
+)
+def test_a_word_followed_by_a_compatibility_symbol_is_still_found(stored: str, query: str) -> None:
+    """NFKC on all text glued "™" onto its word as "TM": "Core™" was indexed as "coretm" and
+    "core" found nothing (found by review). Only the width forms are folded."""
+    index = FullTextIndex()
+    index.replace_note(0, [data("n", 0, stored)])
+    index.replace_note(1, [data("other", 0, "Unrelated text about cooking pasta")])
+    assert ids(index.search(query, 5)) == ["n:0"]
+    for word in query.split():
+        assert ids(index.search(word, 5)) == ["n:0"], f"{word!r} does not find {stored!r}"
