@@ -85,6 +85,7 @@ def remove_invented_refs(answer: str, valid: set[int]) -> str:
     out: list[str] = []
     pos = scan = 0
     owed = ""  # the space before a dropped marker whose separator led to another marker
+    kept_end = -1  # just after a kept marker (and the dropped chain directly after it)
     # Searched from where the last replacement ended: it may have taken the space that
     # begins the next marker's match ("[9], [10]" kept "[10]"; found by review).
     while (match := _REF_GROUP.search(answer, scan)) is not None:
@@ -97,7 +98,7 @@ def remove_invented_refs(answer: str, valid: set[int]) -> str:
             refs = ", ".join(str(r) for r in dict.fromkeys(kept))
             prefix = answer[pos:start]
             out.append(prefix + (match["space"] or ("" if prefix else owed)) + f"[{refs}]")
-            pos, owed = end, ""
+            pos, owed, kept_end = end, "", end
             continue
         space = match["space"]
         bracket = match.start("refs") - 1
@@ -106,10 +107,16 @@ def remove_invented_refs(answer: str, valid: set[int]) -> str:
             space = _TRAILING_SPACE.search(answer, 0, start)[0]
             start -= len(space)
         prefix = answer[pos:start]
+        if pos == kept_end and _SEPARATOR_BEFORE.match(prefix):
+            prefix, space = "", ""  # "[1], [9] and", "[1], [9][10].": the comma goes too
         separator = _SEPARATOR_TO_MARKER.match(answer, end)
         if separator:  # "[9], [1]": the next marker takes this one's place and space
+            line_start = (prefix or "".join(out[-1:])).endswith(("\n", "\r")) or not (prefix or out)
             out.append(prefix)
             owed = space or ("" if prefix else owed)
+            if not owed and not line_start and not separator[0].strip():
+                owed = separator[0]  # "nightly[9] [1]": the kept marker's own space
+            kept_end = separator.end() if pos == kept_end else -1
             pos = scan = separator.end()
             continue
         after = answer[end : end + 1]

@@ -441,3 +441,38 @@ def test_adjacent_invented_markers_go_with_their_space(raw: str, cleaned: str) -
     """Adjacent invented markers left the space of the first behind: "a [9][9]." gave
     "a ." and "See [9][10] and more." two spaces (found by review)."""
     assert remove_invented_refs(raw, {1, 2}) == cleaned
+
+
+@pytest.mark.parametrize(
+    ("raw", "cleaned"),
+    [
+        ("[1], [9].", "[1]."),
+        ("See [1], [9] and more.", "See [1] and more."),
+        ("See [1], [9][10] and more.", "See [1] and more."),
+        ("Sources: [1], [9][10]", "Sources: [1]"),
+        ("Done [1]; [9][10].", "Done [1]."),
+        ("Done [1], [9] [10].", "Done [1]."),
+        ("Apples, [9] and pears", "Apples, and pears"),  # prose's own comma stays
+    ],
+)
+def test_a_separator_after_a_kept_marker_goes_with_the_invented_ones(
+    raw: str, cleaned: str
+) -> None:
+    """The separator joining a kept marker to invented ones was left dangling: "See [1],
+    [9][10] and more." gave "See [1], and more." (found by review)."""
+    assert remove_invented_refs(raw, {1, 2}) == cleaned
+
+
+@pytest.mark.parametrize(
+    ("raw", "cleaned"),
+    [
+        ("Backups run nightly[9] [1].", "Backups run nightly [1]."),
+        # Glued, "[docs][1]" is a reference-style link, no citation.
+        ("See [docs][9] [1].", "See [docs] [1]."),
+        ("x\n[9] [1] Backups run.", "x\n[1] Backups run."),
+    ],
+)
+def test_a_kept_marker_keeps_its_own_space(raw: str, cleaned: str) -> None:
+    """Dropping an invented marker with no space before it took the kept marker's own
+    space (found by review of the adjacent-marker change)."""
+    assert remove_invented_refs(raw, {1, 2}) == cleaned
