@@ -109,14 +109,15 @@ class IndexQueue:
             sort=sort or [("next_attempt_at", 1)],
             return_document=ReturnDocument.AFTER,
         )
+        # The driver retries a write whose reply was lost; a database restarted in between
+        # has forgotten the first attempt and runs the claim again. Finding nothing (the
+        # first attempt took the note), the note under this lease is ours; finding another
+        # note, the first one goes back. (Either way it sat under a lease nobody held for
+        # the whole lease; found by review.) One indexed lookup on `index_lease`.
+        mine = {"lease_expires_at": expires, "lease_token": token}
         if taken is None:
-            # The driver retries a write whose reply was lost; a database restarted in
-            # between has forgotten the first attempt and runs the claim again, which
-            # finds the note already taken, by this very claim: it is ours. (Left alone,
-            # it sat under a lease nobody held for the whole lease; found by review.)
-            taken = await self.collection.find_one(
-                {"lease_expires_at": expires, "lease_token": token}
-            )
+            return await self.collection.find_one(mine)
+        await self.collection.update_many({**mine, "_id": {"$ne": taken["_id"]}}, _HAND_BACK)
         return taken
 
     async def claim_stale(

@@ -11,19 +11,34 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from bson import ObjectId
 
 from api.db.embedded import EmbeddedMongo
-from tests.conftest import running_app
+from tests.conftest import Api, running_app
 from tests.faults.wire_proxy import ReplyLosingProxy
 
 
-async def test_a_claim_applied_just_before_a_quick_db_restart_does_not_hold_the_note(
-    tmp_path: Path, make_settings: Any
-) -> None:
+class ClaimLost:
+    """An app on an embedded server behind a proxy, set up so that the next claim that
+    takes a note is applied and the server is SIGKILLed and restarted before it replies."""
+
+    def __init__(self, api: Api, proxy: ReplyLosingProxy, servers: list[EmbeddedMongo]) -> None:
+        self.api, self.proxy, self.servers = api, proxy, servers
+
+    def check(self) -> None:
+        assert self.proxy.lost, "the claim's reply was lost once"
+        assert len(self.servers) == 2, "the server was killed and restarted"
+
+
+@asynccontextmanager
+async def claim_reply_lost(
+    tmp_path: Path, make_settings: Any, **overrides: Any
+) -> AsyncIterator[ClaimLost]:
     server = EmbeddedMongo(tmp_path / "db")
     server.start()
     port = server.port
@@ -38,36 +53,68 @@ async def test_a_claim_applied_just_before_a_quick_db_restart_does_not_hold_the_
         servers.append(again)
 
     proxy = ReplyLosingProxy("127.0.0.1", port)
-    url = await proxy.start()
-    settings = make_settings(mongodb_url=url, autonote_index_poll_s=0.1)
+    settings = make_settings(mongodb_url=await proxy.start(), **overrides)
     assert settings.autonote_index_lease_s == 120
     try:
         async with running_app(settings) as api:
-            h = await api.new_user()
-            # The next claim that takes a note: applied, then the server dies before replying.
             proxy.lose_reply_of = lambda req, rep: b"findAndModify" in req and b"claimed_at" in rep
             proxy.on_lost = kill_and_restart
-            r = await api.client.post(
-                "/v1/notes", json={"title": "t", "content_md": "## A\n\nbody"}, headers=h
-            )
-            assert r.status_code == 201, r.text
-            oid = ObjectId(r.json()["id"])
-            started = time.monotonic()
-            raw: dict[str, Any] | None = None
-            while time.monotonic() - started < 20:
-                raw = await api.container.db.notes.find_one({"_id": oid})
-                if raw is not None and raw.get("index_status") == "indexed":
-                    break
-                await asyncio.sleep(0.2)
-            assert proxy.lost, "the claim's reply was lost once"
-            assert len(servers) == 2, "the server was killed and restarted"
-            state = raw and {
-                k: raw.get(k) for k in ("index_status", "index_attempts", "lease_token")
-            }
-            assert raw is not None and raw["index_status"] == "indexed", (
-                f"note not indexed 20 s after the restart: {state}, lease until "
-                f"{raw and raw.get('lease_expires_at')}"
-            )
+            yield ClaimLost(api, proxy, servers)
     finally:
         await proxy.stop()
         servers[-1].stop()
+
+
+async def test_a_claim_applied_just_before_a_quick_db_restart_does_not_hold_the_note(
+    tmp_path: Path, make_settings: Any
+) -> None:
+    async with claim_reply_lost(tmp_path, make_settings, autonote_index_poll_s=0.1) as lost:
+        api = lost.api
+        h = await api.new_user()
+        r = await api.client.post(
+            "/v1/notes", json={"title": "t", "content_md": "## A\n\nbody"}, headers=h
+        )
+        assert r.status_code == 201, r.text
+        oid = ObjectId(r.json()["id"])
+        started = time.monotonic()
+        raw: dict[str, Any] | None = None
+        while time.monotonic() - started < 20:
+            raw = await api.container.db.notes.find_one({"_id": oid})
+            if raw is not None and raw.get("index_status") == "indexed":
+                break
+            await asyncio.sleep(0.2)
+        lost.check()
+        state = raw and {k: raw.get(k) for k in ("index_status", "index_attempts", "lease_token")}
+        assert raw is not None and raw["index_status"] == "indexed", (
+            f"note not indexed 20 s after the restart: {state}"
+        )
+
+
+async def test_a_retried_claim_with_a_backlog_leaves_no_note_under_a_dead_lease(
+    tmp_path: Path, make_settings: Any
+) -> None:
+    """With another note claimable, the retried claim takes THAT one and returns it: the
+    note the first attempt took stayed `indexing` under this run's lease (found by
+    review). It is handed back."""
+    # No background workers: the runs are driven by hand, so the notes wait as a backlog.
+    async with claim_reply_lost(tmp_path, make_settings, autonote_index_workers=0) as lost:
+        api = lost.api
+        h = await api.new_user()
+        ids = []
+        for title in ("first", "second"):
+            r = await api.client.post(
+                "/v1/notes", json={"title": title, "content_md": "## A\n\nbody"}, headers=h
+            )
+            assert r.status_code == 201, r.text
+            ids.append(ObjectId(r.json()["id"]))
+        rec = api.container.indexing.reconciler
+        outcome = await rec.run_once()
+        lost.check()
+        assert outcome is not None
+        docs = await api.container.db.notes.find({"_id": {"$in": ids}}).to_list()
+        state = {str(d["_id"]): (d["index_status"], d.get("lease_token")) for d in docs}
+        # The run is over: no note may still be held under a lease no run works under.
+        stuck = [d["_id"] for d in docs if d["index_status"] == "indexing"]
+        assert stuck == [], f"run_once worked on {outcome.note_id}; all: {state}"
+        again = await rec.run_once()  # and the other note is claimable right away
+        assert again is not None, "the remaining note could not be claimed"
