@@ -1,148 +1,22 @@
-"""Post-processing a model's answer, and the extractive answer (pure)."""
+"""The extractive answer: the best passages of the cited sections, quoted so that each
+renders as it did in its note and its own "[n]" is no citation (pure). Citation markers in
+model answers are in `api.chat.references`."""
 
 from __future__ import annotations
 
 import re
 import textwrap
-from typing import Any
-
-import pyromark
 
 from api.chat.context import Citation
-from api.services.chunking.front_matter import bare_cr_as_newline
+from api.chat.markdown_spans import events, literal_spans, overlaps, tag_name
+from api.chat.references import REF_GROUP
 
-# [1], [1, 2], [1][3], [1-2] are all ways models cite, after a space or not (`UTC[1]`,
-# `実行されます[1]`); a link's text (`[1](url)`) is not a marker. `(?P<after>...)` peeks
-# at what follows, to know whether a dropped marker's spaces go with it.
-_REFS = r"\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*"
-_REF_GROUP = re.compile(
-    rf"(?P<space>[ \t]*)\[(?P<refs>{_REFS})\](?!\()(?=(?P<after>.?))",
-    re.S,
-)
-# What may follow a dropped marker without the space before it: punctuation (also CJK)
-# and closing delimiters (a space before "**" would end no emphasis; found by review).
-_CLOSERS = frozenset(".,;:!?)]}*_~'\"。、，．！？：；」』）】")
-# A separator, or none ("[9][10]", "[9] [10]"), before another marker.
-_SEPARATOR_TO_MARKER = re.compile(rf"(?:[ \t]*[,;、，；])?[ \t]*(?=\[{_REFS}\](?!\())")
-_SEPARATOR_BEFORE = re.compile(r"[ \t]*[,;、，；][ \t]*\Z")
-_TRAILING_SPACE = re.compile(r"[ \t]*\Z")
-_BLANK_HEAD = re.compile(r"\A(?:[ \t]*\r?\n)+")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 _WORD = re.compile(r"\w+", re.UNICODE)
 STOPWORDS = frozenset(
     "a an and are as at be by do does for from how i in is it my of on or the to was what "
     "when where which who why with you your me we our can should did".split()
 )
-
-
-def _group_refs(group: str) -> list[int]:
-    refs: list[int] = []
-    for part in re.split(r"\s*[,;]\s*", group):
-        if re.fullmatch(r"\d+\s*[–-]\s*\d+", part):
-            lo, hi = (int(x) for x in re.split(r"\s*[–-]\s*", part))
-            refs.extend(range(lo, hi + 1) if 0 < hi - lo < 20 else [lo, hi])
-        elif part.strip().isdigit():
-            refs.append(int(part))
-    return refs
-
-
-def _prose(answer: str) -> list[tuple[int, int]]:
-    """(start, end) of the answer's text outside code, where citation markers live. Code
-    is quoted, never cited: blocks (fenced with their fences, indented, unclosed ones to
-    the end of their container) and spans, as the markdown parser reads them (a regex
-    also hid markers after an escaped backtick, an unclosed fence in a list item or
-    backticks in indented code; found by review)."""
-    code, _, autolinks, targets = _literal_spans(answer)
-    code = sorted([*code, *autolinks, *targets])  # a marker in an address is no citation
-    spans, pos = [], 0
-    for start, end in code:
-        if start > pos:
-            spans.append((pos, start))
-        pos = max(pos, end)
-    spans.append((pos, len(answer)))
-    return [(a, b) for a, b in spans if b > a]
-
-
-def cited_refs(answer: str) -> list[int]:
-    """Reference numbers in the order the answer first cites them (outside code)."""
-    seen: dict[int, None] = {}
-    for a, b in _prose(answer):
-        for match in _REF_GROUP.finditer(answer, a, b):
-            for ref in _group_refs(match["refs"]):
-                seen.setdefault(ref, None)
-    return list(seen)
-
-
-def remove_invented_refs(answer: str, valid: set[int]) -> str:
-    """Drop references the context did not contain ([9] when only [1]..[4] exist). Only
-    citation markers change, with what belonged to a dropped one: the space before it when
-    punctuation or a closing delimiter follows ("Never [9]." → "Never.", "UTC [9]**" →
-    "UTC**"), its parentheses ("([9])"), and the separator joining it to another marker
-    ("Sources: [9], [1]" → "Sources: [1]"; "[1], [9]." → "[1]."; "a [9][9]." → "a.").
-    Code, brackets that are
-    not citations and everything else stay exactly as the model wrote them."""
-    prose = _prose(answer)
-    out: list[str] = []
-    pos = scan = 0
-    owed = ""  # the space before a dropped marker whose separator led to another marker
-    kept_end = -1  # just after a kept marker (and the dropped chain directly after it)
-    # Searched from where the last replacement ended: it may have taken the space that
-    # begins the next marker's match ("[9], [10]" kept "[10]"; found by review).
-    while (match := _REF_GROUP.search(answer, scan)) is not None:
-        start, end = match.start(), match.end()
-        scan = end
-        if not any(a <= start and end <= b for a, b in prose):
-            continue
-        kept = [r for r in _group_refs(match["refs"]) if r in valid]
-        if kept:
-            refs = ", ".join(str(r) for r in dict.fromkeys(kept))
-            prefix = answer[pos:start]
-            out.append(prefix + (match["space"] or ("" if prefix else owed)) + f"[{refs}]")
-            pos, owed, kept_end = end, "", end
-            continue
-        space = match["space"]
-        bracket = match.start("refs") - 1
-        if answer[bracket - 1 : bracket] == "(" and answer[end : end + 1] == ")":
-            start, end = bracket - 1, end + 1  # "([9])": the parentheses go too
-            space = _TRAILING_SPACE.search(answer, 0, start)[0]
-            start -= len(space)
-        prefix = answer[pos:start]
-        if pos == kept_end and _SEPARATOR_BEFORE.match(prefix):
-            prefix, space = "", ""  # "[1], [9] and", "[1], [9][10].": the comma goes too
-        separator = _SEPARATOR_TO_MARKER.match(answer, end)
-        if separator:  # "[9], [1]": the next marker takes this one's place and space
-            line_start = (prefix or "".join(out[-1:])).endswith(("\n", "\r")) or not (prefix or out)
-            out.append(prefix)
-            owed = space or ("" if prefix else owed)
-            if not owed and not line_start and not separator[0].strip():
-                owed = separator[0]  # "nightly[9] [1]": the kept marker's own space
-            kept_end = separator.end() if pos == kept_end else -1
-            pos = scan = separator.end()
-            continue
-        after = answer[end : end + 1]
-        before = _SEPARATOR_BEFORE.search(answer, pos, start)
-        if before and (not after or after in _CLOSERS):
-            prefix, space = answer[pos : before.start()], ""  # "[1], [9].": the comma too
-        space = space or ("" if prefix else owed)
-        line_start = (prefix or "".join(out[-1:])).endswith(("\n", "\r")) or not (prefix or out)
-        if after == " " and line_start:
-            end += 1  # "[9] Backups run." at a line's start: no space is left behind
-            after = answer[end : end + 1]
-        keep_space = after and not after.isspace() and after not in _CLOSERS
-        out.append(prefix + (space if keep_space else ""))
-        pos, scan, owed = end, end, ""
-    out.append(answer[pos:])
-    # Blank edges only: a leading indented code block keeps its indentation (stripped,
-    # it became a paragraph whose "[9]" read as a citation; found by review).
-    cleaned = _BLANK_HEAD.sub("", "".join(out)).rstrip()
-    # A space the dropped markers left at the very start (the answer did not begin so).
-    return cleaned.lstrip(" \t") if answer[:1] not in (" ", "\t") else cleaned
-
-
-def used_citations(answer: str, citations: list[Citation]) -> list[Citation]:
-    """The citations the (cleaned) answer actually cites, in reference order."""
-    refs = set(cited_refs(answer))
-    return [c for c in citations if c.ref in refs]
 
 
 def _terms(text: str) -> set[str]:
@@ -192,7 +66,6 @@ def extractive_answer(
 
 
 _FENCE_OPEN = re.compile(r"^\s*(`{3,}|~{3,})")
-_PARSER = pyromark.Markdown(options=pyromark.Options.ENABLE_TABLES)
 MAX_QUOTE_CHARS = 600
 MAX_QUOTE_LINES = 40
 MAX_BLOCK_CHARS = 1500
@@ -200,18 +73,6 @@ MAX_LINE_CHARS = 300
 
 
 _BLOCKS = ("CodeBlock", "Table", "HtmlBlock")
-
-
-def _tag_name(tag: str | dict[str, Any]) -> str:
-    """The element name of a pulldown-cmark Start tag ("Paragraph", {"Link": {...}})."""
-    return tag if type(tag) is str else next(iter(tag))
-
-
-def _events(text: str) -> Any:
-    """pulldown-cmark's events of `text`, read with each bare "\\r" as a line end, as
-    CommonMark has it (the parser misses fences a bare "\\r" ends: removing an invented
-    marker then edited code; found by review). Same length, so offsets carry over."""
-    return _PARSER.events_with_range(bare_cr_as_newline(text) if "\r" in text else text)
 
 
 def _block_lines(text: str) -> list[tuple[int, int]]:
@@ -223,11 +84,11 @@ def _block_lines(text: str) -> list[tuple[int, int]]:
     data = text.encode("utf-8")
     spans: list[tuple[int, int]] = []
     depth = 0  # inside a code block or table: nested starts are part of it
-    for event, span in _events(text):
+    for event, span in events(text):
         if type(event) is not dict:
             continue
         tag = event.get("Start")
-        name = None if tag is None else _tag_name(tag)
+        name = None if tag is None else tag_name(tag)
         if name in _BLOCKS:
             if depth == 0:
                 first = data.count(b"\n", 0, span["start"])
@@ -287,11 +148,11 @@ def _escape_refs(item: str, own: tuple[int, int]) -> str:
       markdown characters end the link or add emphasis; found by review);
     - code: left as is (code is quoted, never cited).
     `own` is the span of the answer's own marker, left alone."""
-    code, html, autolinks, _ = _literal_spans(item)
+    code, html, autolinks, _ = literal_spans(item)
     out, pos = [], 0
     for link_start, link_end in autolinks:
         url = item[link_start:link_end]
-        if _REF_GROUP.search(url):
+        if REF_GROUP.search(url):
             out.append(_escape_plain(item[pos:link_start], pos, own, code, html))
             out.append(url.replace("[", "%5B").replace("]", "%5D"))
             pos = link_end
@@ -310,71 +171,25 @@ def _escape_plain(
 
     def fix(m: re.Match[str]) -> str:
         a, b = base + m.start("refs") - 1, base + m.end()
-        if _overlaps([own], a, b) or _overlaps(code, a, b):
+        if overlaps([own], a, b) or overlaps(code, a, b):
             return m[0]
-        if _overlaps(html, a, b):
+        if overlaps(html, a, b):
             return f"{m['space']}&#91;{m['refs']}&#93;"
         if m.start("refs") >= 2 and text[m.start("refs") - 2] == "\\":
             return f"{m['space']}[{m['refs']}\\]"  # the note escaped "[" itself
         return f"{m['space']}\\[{m['refs']}\\]"
 
-    return _REF_GROUP.sub(fix, text)
-
-
-def _overlaps(spans: list[tuple[int, int]], a: int, b: int) -> bool:
-    return any(s < b and a < e for s, e in spans)
-
-
-Spans = list[tuple[int, int]]
-
-
-def _literal_spans(text: str) -> tuple[Spans, Spans, Spans, Spans]:
-    """Character spans of `text`'s code (blocks and spans), raw HTML (blocks and tags),
-    autolinks (and email links) and inline links' destinations with their titles, as the
-    markdown parser reads it."""
-    code: Spans = []
-    html: Spans = []
-    autolinks: Spans = []
-    targets: Spans = []
-    data = text.encode("utf-8")
-    for event, span in _events(text):
-        if type(event) is not dict:
-            continue
-        start, end = span["start"], span["end"]
-        tag = event.get("Start")
-        if tag is not None:
-            name = _tag_name(tag)
-            if name == "CodeBlock":
-                code.append((start, end))
-            elif name == "HtmlBlock":
-                html.append((start, end))
-            elif name == "Link" and tag["Link"].get("link_type") in ("Autolink", "Email"):
-                autolinks.append((start, end))
-            elif name == "Link" and tag["Link"].get("link_type") == "Inline":
-                cut = data.rfind(b"](", start, end)
-                if cut >= 0:
-                    targets.append((cut + 1, end))
-        elif "Code" in event:
-            code.append((start, end))
-        elif "InlineHtml" in event:
-            html.append((start, end))
-    if len(data) != len(text):
-
-        def chars(spans: Spans) -> Spans:
-            return [(len(data[:a].decode()), len(data[:b].decode())) for a, b in spans]
-
-        code, html, autolinks, targets = chars(code), chars(html), chars(autolinks), chars(targets)
-    return code, html, autolinks, targets
+    return REF_GROUP.sub(fix, text)
 
 
 def _first_block(text: str) -> str | None:
     """The kind of `text`'s first block: "Table", "IndentedCode", "Paragraph", ..."""
-    for event, _ in _events(text):
+    for event, _ in events(text):
         if type(event) is dict and "Start" in event:
             tag = event["Start"]
             if type(tag) is dict and tag.get("CodeBlock") == "Indented":
                 return "IndentedCode"
-            return _tag_name(tag)
+            return tag_name(tag)
     return None
 
 

@@ -11,15 +11,10 @@ from typing import Any, Literal
 import structlog
 from bson import ObjectId
 
-from api.chat.answer import (
-    EXTRACTIVE_PREFIX,
-    FALLBACK_PREFIX,
-    extractive_answer,
-    remove_invented_refs,
-    used_citations,
-)
+from api.chat.answer import EXTRACTIVE_PREFIX, FALLBACK_PREFIX, extractive_answer
 from api.chat.context import Citation, build_context
 from api.chat.prompts import SYSTEM_PROMPT, build_messages
+from api.chat.references import remove_invented_refs, used_citations
 from api.retrieval.models import SearchFilters
 from api.retrieval.service import RetrievalService
 from connectors.chat import ChatError, ChatMessage, ChatModel

@@ -1,0 +1,184 @@
+"""Citation markers in a model's answer: which it cites, and dropping the ones the
+context did not hold (pure)."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from api.chat.context import Citation
+from api.chat.markdown_spans import literal_spans
+
+# [1], [1, 2], [1][3], [1-2] are all ways models cite, after a space or not (`UTC[1]`,
+# `実行されます[1]`); a link's text (`[1](url)`) is not a marker. `(?P<after>...)` peeks
+# at what follows, to know whether a dropped marker's spaces go with it.
+_REFS = r"\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*"
+REF_GROUP = re.compile(
+    rf"(?P<space>[ \t]*)\[(?P<refs>{_REFS})\](?!\()(?=(?P<after>.?))",
+    re.S,
+)
+# What may follow a dropped marker without the space before it: punctuation (also CJK)
+# and closing delimiters (a space before "**" would end no emphasis; found by review).
+_CLOSERS = frozenset(".,;:!?)]}*_~'\"。、，．！？：；」』）】")
+# Between two markers of one run ("[1], [9]", "[9][10]", "[9] [10]"; CJK separators too).
+_GAP = re.compile(r"[ \t]*(?:[,;、，；][ \t]*)?")
+_SEPARATOR_BEFORE = re.compile(r"[ \t]*[,;、，；][ \t]*\Z")
+_TRAILING_SPACE = re.compile(r"[ \t]*\Z")
+_BLANK_HEAD = re.compile(r"\A(?:[ \t]*\r?\n)+")
+
+
+def _group_refs(group: str) -> list[int]:
+    refs: list[int] = []
+    for part in re.split(r"\s*[,;]\s*", group):
+        if re.fullmatch(r"\d+\s*[–-]\s*\d+", part):
+            lo, hi = (int(x) for x in re.split(r"\s*[–-]\s*", part))
+            refs.extend(range(lo, hi + 1) if 0 < hi - lo < 20 else [lo, hi])
+        elif part.strip().isdigit():
+            refs.append(int(part))
+    return refs
+
+
+def _prose(answer: str) -> list[tuple[int, int]]:
+    """(start, end) of the answer's text outside code, where citation markers live. Code
+    is quoted, never cited: blocks (fenced with their fences, indented, unclosed ones to
+    the end of their container) and spans, as the markdown parser reads them (a regex
+    also hid markers after an escaped backtick, an unclosed fence in a list item or
+    backticks in indented code; found by review)."""
+    code, _, autolinks, targets = literal_spans(answer)
+    code = sorted([*code, *autolinks, *targets])  # a marker in an address is no citation
+    spans, pos = [], 0
+    for start, end in code:
+        if start > pos:
+            spans.append((pos, start))
+        pos = max(pos, end)
+    spans.append((pos, len(answer)))
+    return [(a, b) for a, b in spans if b > a]
+
+
+def cited_refs(answer: str) -> list[int]:
+    """Reference numbers in the order the answer first cites them (outside code)."""
+    seen: dict[int, None] = {}
+    prose = _prose(answer)
+    # Over the whole answer, not each span's end: there "(?!\()" could not see that a
+    # link's "(url)" follows its text, so "[7](url)" counted as [7] (found by review).
+    for match in REF_GROUP.finditer(answer):
+        if _in(prose, match, match.start("refs") - 1):  # its space may end a code span
+            for ref in _group_refs(match["refs"]):
+                seen.setdefault(ref, None)
+    return list(seen)
+
+
+def remove_invented_refs(answer: str, valid: set[int]) -> str:
+    """Drop references the context did not contain ([9] when only [1]..[4] exist). Only
+    citation markers change, with what belonged to a dropped one. Markers joined by spaces
+    or a separator form a run ("[1], [9][10]"): its kept markers stay, joined as the model
+    joined them ("[1], [9], [2]" → "[1], [2]"), the dropped ones go with their separators
+    ("See [1], [9] and more." → "See [1] and more."). A run dropped whole takes the space
+    before it when punctuation or a closing delimiter follows ("Never [9]." → "Never.",
+    "UTC [9]**" → "UTC**"), its parentheses ("([9])") and a separator before it that only
+    led to it ("Apples, [9]." → "Apples."). Code, brackets that are not citations and
+    everything else stay exactly as the model wrote them."""
+    prose = _prose(answer)
+    out: list[str] = []
+    pos = scan = 0
+    dropped: list[tuple[int, int]] = []
+    while (match := REF_GROUP.search(answer, scan)) is not None:
+        scan = match.end()
+        if not _in(prose, match):
+            continue
+        run, gaps = [match], []
+        while (nxt := REF_GROUP.match(answer, _GAP.match(answer, run[-1].end()).end())) and (
+            _in(prose, nxt)
+        ):
+            gaps.append(answer[run[-1].end() : nxt.start()])
+            run.append(nxt)
+        kept = [[r for r in _group_refs(m["refs"]) if r in valid] for m in run]
+        if any(kept):
+            out.append(answer[pos : match.start()] + _kept_run(answer, run, gaps, kept))
+            pos = scan = run[-1].end()
+        else:
+            text, pos = _dropped_run(answer, pos, run)
+            out.append(text)
+            dropped.append((match.start(), pos))
+            scan = pos
+    out.append(answer[pos:])
+    # Blank edges only: a leading indented code block keeps its indentation (stripped,
+    # it became a paragraph whose "[9]" read as a citation; found by review) ...
+    cleaned = _BLANK_HEAD.sub("", "".join(out)).rstrip()
+    # ... but space the dropped markers left at the start goes, as does the indentation
+    # of a line that continued their paragraph (it would read as code), unless the
+    # answer began so.
+    first = _first_kept_char(answer, dropped)
+    if answer[:1] not in (" ", "\t") and any(a <= first < b for a, b in prose):
+        cleaned = cleaned.lstrip(" \t")
+    return cleaned
+
+
+def _first_kept_char(answer: str, dropped: list[tuple[int, int]]) -> int:
+    """Where the answer's first character that is neither space nor dropped is."""
+    at = 0
+    for start, end in dropped:
+        if answer[at:start].strip():
+            break
+        at = end
+    return at + len(answer[at:]) - len(answer[at:].lstrip())
+
+
+def _in(prose: list[tuple[int, int]], match: re.Match[str], start: int | None = None) -> bool:
+    start = match.start() if start is None else start
+    return any(a <= start and match.end() <= b for a, b in prose)
+
+
+def _kept_run(answer: str, run: list[re.Match[str]], gaps: list[str], kept: list[list[int]]) -> str:
+    """A run's kept markers, each joined to the previous kept one by the first separator
+    between them, or else their widest space ("[1][9], [2]" → "[1], [2]")."""
+    pieces: list[str] = []
+    last = -1
+    for i, refs in enumerate(kept):
+        if not refs:
+            continue
+        if last >= 0:
+            between = gaps[last:i]
+            pieces.append(next((g for g in between if g.strip()), max(between, key=len)))
+        pieces.append("[" + ", ".join(str(r) for r in dict.fromkeys(refs)) + "]")
+        last = i
+    lead = run[0]["space"]
+    first = next(i for i, refs in enumerate(kept) if refs)
+    if first and not lead:
+        # The dropped markers before it stood right after the text: the kept marker
+        # keeps the space it had, and always one after a bracket ("[docs][9] [1]" must
+        # not become the reference link "[docs][1]"); after "(", "**", a line start: none.
+        before = answer[run[0].start() - 1 : run[0].start()]
+        if before == "]":
+            lead = " "
+        elif before.isalnum() and any(g.strip(" \t") != g for g in gaps[:first]):
+            # Not after CJK, which runs its markers on ("日本[9] [1]。" → "日本[1]。").
+            lead = "" if unicodedata.east_asian_width(before) in ("W", "F") else " "
+    return lead + "".join(pieces)
+
+
+def _dropped_run(answer: str, pos: int, run: list[re.Match[str]]) -> tuple[str, int]:
+    """What replaces the text from `pos` to the end of a run dropped whole (the text
+    before it, and its leading space only if a word follows), and where that end is."""
+    start, end = run[0].start(), run[-1].end()
+    space = run[0]["space"]
+    bracket = run[0].start("refs") - 1
+    if answer[bracket - 1 : bracket] == "(" and answer[end : end + 1] == ")":
+        end += 1  # "([9])": the parentheses go too
+        space = _TRAILING_SPACE.search(answer, 0, bracket - 1)[0]
+        start = bracket - 1 - len(space)
+    if answer[end : end + 1] == " " and (start == 0 or answer[start - 1] in "\n\r"):
+        end += 1  # "[9] Backups run." at a line's start: no space is left behind
+    prefix = answer[pos:start]
+    after = answer[end : end + 1]
+    before = _SEPARATOR_BEFORE.search(answer, pos, start)
+    if before and (not after or after in _CLOSERS):
+        prefix, space = answer[pos : before.start()], ""  # "Apples, [9].": the comma too
+    keep_space = after and not after.isspace() and after not in _CLOSERS
+    return prefix + (space if keep_space else ""), end
+
+
+def used_citations(answer: str, citations: list[Citation]) -> list[Citation]:
+    """The citations the (cleaned) answer actually cites, in reference order."""
+    refs = set(cited_refs(answer))
+    return [c for c in citations if c.ref in refs]
