@@ -114,10 +114,11 @@ class IndexQueue:
         # first attempt took the note), the note under this lease is ours; finding another
         # note, the first one goes back. (Either way it sat under a lease nobody held for
         # the whole lease; found by review.) One indexed lookup on `index_lease`.
-        mine = {"lease_expires_at": expires, "lease_token": token}
         if taken is None:
-            return await self.collection.find_one(mine)
-        await self.collection.update_many({**mine, "_id": {"$ne": taken["_id"]}}, _HAND_BACK)
+            return await self.collection.find_one(
+                {"lease_expires_at": expires, "lease_token": token}
+            )
+        await self.release_unconfirmed_claim(token, expires, keep=taken["_id"])
         return taken
 
     async def claim_stale(
@@ -210,14 +211,19 @@ class IndexQueue:
         )
         return result.modified_count == 1
 
-    async def release_unconfirmed_claim(self, token: str, lease_expires_at: datetime) -> bool:
-        """Give back the note a claim may have taken when its reply never came (the
-        database died mid-request): without this it sat leased to nobody for a whole lease.
-        Found by the claim's own expiry (the `index_lease` index), fenced by its token."""
-        result = await self.collection.update_one(
-            {"lease_expires_at": lease_expires_at, "lease_token": token}, _HAND_BACK
-        )
-        return result.modified_count == 1
+    async def release_unconfirmed_claim(
+        self, token: str, lease_expires_at: datetime, keep: ObjectId | None = None
+    ) -> int:
+        """Give back the notes a claim may have taken when its reply never came (the
+        database died mid-request), all but `keep`: without this they sat leased to nobody
+        for a whole lease. Several, when the driver's retry took another note and lost its
+        reply too. Found by the claim's own expiry (the `index_lease` index), fenced by its
+        token."""
+        query: dict[str, Any] = {"lease_expires_at": lease_expires_at, "lease_token": token}
+        if keep is not None:
+            query["_id"] = {"$ne": keep}
+        result = await self.collection.update_many(query, _HAND_BACK)
+        return result.modified_count
 
     async def fail(
         self, note_id: ObjectId, token: str, *, error: str, retry_at: datetime, give_up: bool

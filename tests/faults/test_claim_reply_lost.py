@@ -16,7 +16,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from bson import ObjectId
+from pymongo.errors import PyMongoError
 
 from api.db.embedded import EmbeddedMongo
 from tests.conftest import Api, running_app
@@ -118,3 +120,41 @@ async def test_a_retried_claim_with_a_backlog_leaves_no_note_under_a_dead_lease(
         assert stuck == [], f"run_once worked on {outcome.note_id}; all: {state}"
         again = await rec.run_once()  # and the other note is claimable right away
         assert again is not None, "the remaining note could not be claimed"
+
+
+async def test_both_replies_lost_leaves_no_note_under_a_dead_lease(
+    tmp_path: Path, make_settings: Any
+) -> None:
+    """The driver's retry of the claim loses its reply too (two quick restarts): the first
+    attempt took one note, the retry another, and the claim raises. The hand-back gave back
+    one of them only (found by review)."""
+    async with claim_reply_lost(tmp_path, make_settings, autonote_index_workers=0) as lost:
+        api, proxy = lost.api, lost.proxy
+        h = await api.new_user()
+        ids = []
+        for title in ("first", "second", "third"):
+            r = await api.client.post(
+                "/v1/notes", json={"title": title, "content_md": "## A\n\nbody"}, headers=h
+            )
+            assert r.status_code == 201, r.text
+            ids.append(ObjectId(r.json()["id"]))
+        predicate, restart = proxy.lose_reply_of, proxy.on_lost
+        assert predicate is not None and restart is not None
+
+        def restart_and_rearm_once() -> None:
+            restart()
+            if len(proxy.lost) == 1:  # the driver's retry of the claim loses its reply too
+                proxy.lose_reply_of = predicate
+
+        proxy.on_lost = restart_and_rearm_once
+        rec = api.container.indexing.reconciler
+        with pytest.raises(PyMongoError):
+            await rec.run_once()
+        assert len(proxy.lost) == 2 and len(lost.servers) == 3
+        docs = await api.container.db.notes.find({"_id": {"$in": ids}}).to_list()
+        state = {
+            str(d["_id"]): (d["index_status"], d.get("index_attempts"), d.get("lease_token"))
+            for d in docs
+        }
+        stuck = [d["_id"] for d in docs if d["index_status"] == "indexing"]
+        assert stuck == [], f"held under the failed run's lease: {state}"
