@@ -3,6 +3,7 @@ context did not hold (pure)."""
 
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
 
@@ -13,18 +14,27 @@ from api.chat.markdown_spans import literal_spans
 # `実行されます[1]`); a link's text (`[1](url)`) is not a marker. `(?P<after>...)` peeks
 # at what follows, to know whether a dropped marker's spaces go with it.
 _REFS = r"\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*"
+# Spaces on a line, no-break and ideographic ones too ("note\u00a0[9].").
+_SPACE = "[ \t\u00a0\u3000]"
+# The space group starts where its spaces start (or is empty): "[ \t]*" alone was retried
+# at every position of a long run of spaces, quadratic (found by review).
 REF_GROUP = re.compile(
-    rf"(?P<space>[ \t]*)\[(?P<refs>{_REFS})\](?!\()(?=(?P<after>.?))",
+    rf"(?P<space>(?<!{_SPACE}){_SPACE}+|)\[(?P<refs>{_REFS})\](?!\()(?=(?P<after>.?))",
     re.S,
 )
 # What may follow a dropped marker without the space before it: punctuation (also CJK)
 # and closing delimiters (a space before "**" would end no emphasis; found by review).
 _CLOSERS = frozenset(".,;:!?)]}*_~'\"。、，．！？：；」』）】")
-# Between two markers of one run ("[1], [9]", "[9][10]", "[9] [10]"; CJK separators too).
-_GAP = re.compile(r"[ \t]*(?:[,;、，；][ \t]*)?")
-_SEPARATOR_BEFORE = re.compile(r"[ \t]*[,;、，；][ \t]*\Z")
-_TRAILING_SPACE = re.compile(r"[ \t]*\Z")
+# Between two markers of one run ("[1], [9]", "[9][10]", "[9] [10]", "[1]–[3]"; CJK too).
+_GAP = re.compile(rf"{_SPACE}*(?:[,;、，；–-]{_SPACE}*)?")
+_SEPARATOR_BEFORE = re.compile(rf"{_SPACE}*[,;、，；]{_SPACE}*\Z")
 _BLANK_HEAD = re.compile(r"\A(?:[ \t]*\r?\n)+")
+_SPACES = frozenset(" \t\u00a0\u3000")
+# What wraps a marker and goes with it when it is dropped: "([9])", "**[9]**", "[[9]]".
+_WRAPPERS = (("(", ")"), ("**", "**"), ("__", "__"), ("~~", "~~"), ("*", "*"), ("_", "_"))
+_WRAPPERS += (("[", "]"),)
+# A list item's marker ("- ", "1. "): a line holding nothing else but dropped markers goes.
+_LIST_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])?[ \t]*\Z")
 
 
 def _group_refs(group: str) -> list[int]:
@@ -75,9 +85,10 @@ def remove_invented_refs(answer: str, valid: set[int]) -> str:
     joined them ("[1], [9], [2]" → "[1], [2]"), the dropped ones go with their separators
     ("See [1], [9] and more." → "See [1] and more."). A run dropped whole takes the space
     before it when punctuation or a closing delimiter follows ("Never [9]." → "Never.",
-    "UTC [9]**" → "UTC**"), its parentheses ("([9])") and a separator before it that only
-    led to it ("Apples, [9]." → "Apples."). Code, brackets that are not citations and
-    everything else stay exactly as the model wrote them."""
+    "UTC [9]**" → "UTC**"), what wraps it ("([9])", "**[9]**"), a separator before it
+    that only led to it ("Apples, [9]." → "Apples."), and its line if nothing else was on
+    it ("- [9]"). Code, brackets that are not citations and everything else stay exactly
+    as the model wrote them. Linear in the answer's length (it runs on the event loop)."""
     prose = _prose(answer)
     out: list[str] = []
     pos = scan = 0
@@ -125,8 +136,10 @@ def _first_kept_char(answer: str, dropped: list[tuple[int, int]]) -> int:
 
 
 def _in(prose: list[tuple[int, int]], match: re.Match[str], start: int | None = None) -> bool:
+    """Whether `match` (from `start`) lies inside one prose span (sorted, disjoint)."""
     start = match.start() if start is None else start
-    return any(a <= start and match.end() <= b for a, b in prose)
+    i = bisect.bisect_right(prose, (start, len(match.string) + 1)) - 1
+    return i >= 0 and prose[i][0] <= start and match.end() <= prose[i][1]
 
 
 def _kept_run(answer: str, run: list[re.Match[str]], gaps: list[str], kept: list[list[int]]) -> str:
@@ -160,18 +173,29 @@ def _kept_run(answer: str, run: list[re.Match[str]], gaps: list[str], kept: list
 def _dropped_run(answer: str, pos: int, run: list[re.Match[str]]) -> tuple[str, int]:
     """What replaces the text from `pos` to the end of a run dropped whole (the text
     before it, and its leading space only if a word follows), and where that end is."""
-    start, end = run[0].start(), run[-1].end()
-    space = run[0]["space"]
-    bracket = run[0].start("refs") - 1
-    if answer[bracket - 1 : bracket] == "(" and answer[end : end + 1] == ")":
-        end += 1  # "([9])": the parentheses go too
-        space = _TRAILING_SPACE.search(answer, 0, bracket - 1)[0]
-        start = bracket - 1 - len(space)
+    inner, end = run[0].start("refs") - 1, run[-1].end()
+    wrapped = True
+    while wrapped:  # "([9])", "(**[9]**)": what wraps it goes too
+        wrapped = False
+        for opener, closer in _WRAPPERS:
+            if answer.startswith(closer, end) and answer[inner - len(opener) : inner] == opener:
+                inner, end, wrapped = inner - len(opener), end + len(closer), True
+                break
+    start = inner
+    while start > 0 and answer[start - 1] in _SPACES:
+        start -= 1
+    space = answer[start:inner]
+    line = answer.rfind("\n", 0, start) + 1 if end == len(answer) or answer[end] in "\r\n" else -1
+    if 0 <= line and pos <= line and _LIST_ITEM.match(answer, line, start):
+        # Nothing else on its line (or its list item): the line goes, or it would split
+        # a paragraph, make the next line code or leave an empty bullet (found by review).
+        end += 2 if answer.startswith("\r\n", end) else 1 if end < len(answer) else 0
+        return answer[pos:line], end
     if answer[end : end + 1] == " " and (start == 0 or answer[start - 1] in "\n\r"):
         end += 1  # "[9] Backups run." at a line's start: no space is left behind
     prefix = answer[pos:start]
     after = answer[end : end + 1]
-    before = _SEPARATOR_BEFORE.search(answer, pos, start)
+    before = _SEPARATOR_BEFORE.search(answer, max(pos, start - 16), start)
     if before and (not after or after in _CLOSERS):
         prefix, space = answer[pos : before.start()], ""  # "Apples, [9].": the comma too
     keep_space = after and not after.isspace() and after not in _CLOSERS
