@@ -1,4 +1,5 @@
-"""Keeping a run's lease alive, and retrying database writes a run must not lose.
+"""Keeping a run's lease alive, recording a failed run, and retrying database writes a run
+must not lose.
 
 Both are about a run outliving a database blip: the heartbeat must survive one, or the lease
 runs out mid-run and another worker redoes the note; a failure record or an eviction must be
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,8 +19,11 @@ import structlog
 from bson import ObjectId
 from pymongo.errors import PyMongoError
 
+from api import observability as obs
 from api.db.client import is_unavailable
+from api.indexing.records import backoff_seconds
 from api.notes.queue import IndexQueue
+from connectors.embeddings.base import EmbeddingError
 
 log = structlog.get_logger(__name__)
 
@@ -87,3 +92,40 @@ async def claim_or_hand_back(
                 budget_s,
             )
         raise
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcilerConfig:
+    lease_s: float = 120.0
+    max_attempts: int = 5
+    backoff_base_s: float = 2.0
+    backoff_max_s: float = 600.0
+
+
+async def record_failure(
+    queue: IndexQueue, config: ReconcilerConfig, note: dict[str, Any], token: str, exc: Exception
+) -> tuple[bool, str]:
+    """Record a failed run on its note and release the lease: retry after a back-off, or
+    `failed` once out of attempts or when the error says retrying cannot help. The
+    database itself may be what failed: then keep trying while the lease lasts, or the note
+    would sit unclaimable for the whole lease after the database is back. Returns (gave
+    up, error)."""
+    attempts = int(note.get("index_attempts") or 1)
+    give_up = attempts >= config.max_attempts or not getattr(exc, "retryable", True)
+    delay = backoff_seconds(attempts, config.backoff_base_s, config.backoff_max_s)
+    error = f"{type(exc).__name__}: {exc}"
+    retry_at = datetime.now(UTC) + timedelta(seconds=delay)
+    await while_unavailable(
+        "note.release_retry",
+        lambda: queue.fail(note["_id"], token, error=error, retry_at=retry_at, give_up=give_up),
+        config.lease_s,
+    )
+    obs.index_failures.add(1, {"final": give_up})
+    log.warning(
+        "note.index_failed" if give_up else "note.index_retry_scheduled",
+        attempt=attempts,
+        retry_in_s=None if give_up else round(delay, 2),
+        error=error,
+        exc_info=not isinstance(exc, EmbeddingError),
+    )
+    return give_up, error

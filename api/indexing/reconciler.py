@@ -28,26 +28,23 @@ from api import observability as obs
 from api.indexing.cache_repository import EmbeddingCacheRepository
 from api.indexing.chunks_repository import ChunksRepository
 from api.indexing.fairness import AuthorRotation, LeaseClaims
-from api.indexing.lease import claim_or_hand_back, keep_lease, while_unavailable
-from api.indexing.records import backoff_seconds, chunk_document, index_fields, index_stats
+from api.indexing.lease import (
+    ReconcilerConfig,
+    claim_or_hand_back,
+    keep_lease,
+    record_failure,
+    while_unavailable,
+)
+from api.indexing.records import chunk_document, index_fields, index_stats
 from api.indexing.reuse import cache_evicted, vectors_for
 from api.notes.queue import IndexQueue
 from api.notes.stored import check_indexable, note_content, note_status, note_tags, note_title
 from api.notes.versioning import whole_version
-from connectors.embeddings.base import EmbeddingError
 
 log = structlog.get_logger(__name__)
 
 # Called after a note's searchable chunks changed (the local search index listens).
 IndexListener = Callable[[dict[str, Any]], Awaitable[None]]
-
-
-@dataclass(frozen=True, slots=True)
-class ReconcilerConfig:
-    lease_s: float = 120.0
-    max_attempts: int = 5
-    backoff_base_s: float = 2.0
-    backoff_max_s: float = 600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,42 +133,8 @@ class Reconciler:
     async def _record_failure(
         self, note: dict[str, Any], token: str, exc: Exception
     ) -> IndexOutcome:
-        attempts = int(note.get("index_attempts") or 1)
-        retryable = getattr(exc, "retryable", True)
-        give_up = attempts >= self.config.max_attempts or not retryable
-        delay = backoff_seconds(attempts, self.config.backoff_base_s, self.config.backoff_max_s)
-        error = f"{type(exc).__name__}: {exc}"
-        await self._release_failed(
-            note["_id"],
-            token,
-            error=error,
-            retry_at=datetime.now(UTC) + timedelta(seconds=delay),
-            give_up=give_up,
-        )
-        obs.index_failures.add(1, {"final": give_up})
-        event = "note.index_failed" if give_up else "note.index_retry_scheduled"
-        log.warning(
-            event,
-            attempt=attempts,
-            retry_in_s=None if give_up else round(delay, 2),
-            error=error,
-            exc_info=not isinstance(exc, EmbeddingError),
-        )
-        return IndexOutcome(note["_id"], "failed" if give_up else "pending", error=error)
-
-    async def _release_failed(
-        self, note_id: ObjectId, token: str, *, error: str, retry_at: datetime, give_up: bool
-    ) -> None:
-        """Record the failure and release the lease. The database itself may be what failed:
-        then keep trying while the lease lasts, or the note would sit unclaimable for the
-        whole lease (minutes) after the database is back."""
-        await while_unavailable(
-            "note.release_retry",
-            lambda: self.queue.fail(
-                note_id, token, error=error, retry_at=retry_at, give_up=give_up
-            ),
-            self.config.lease_s,
-        )
+        gave_up, error = await record_failure(self.queue, self.config, note, token, exc)
+        return IndexOutcome(note["_id"], "failed" if gave_up else "pending", error=error)
 
     # ---- the work ---------------------------------------------------------------------
     async def _index(self, note: dict[str, Any], token: str) -> dict[str, Any] | None:
