@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -37,7 +37,7 @@ from api.indexing.lease import (
 )
 from api.indexing.records import chunk_document, index_fields, index_stats
 from api.indexing.reuse import cache_evicted, vectors_for
-from api.notes.queue import IndexQueue
+from api.notes.queue import IndexQueue, lease_expiry
 from api.notes.stored import check_indexable, note_content, note_status, note_tags, note_title
 from api.notes.versioning import whole_version
 
@@ -92,7 +92,7 @@ class Reconciler:
             self.queue,
             claims.any(note_id) if note_id is not None else self.rotation.claim(claims),
             token,
-            now + timedelta(seconds=lease_s),
+            lease_expiry(now, lease_s),
             lease_s,
         )
         if note is None:

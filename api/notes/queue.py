@@ -45,6 +45,18 @@ _HAND_BACK = [
 ]
 
 
+def lease_expiry(now: datetime, lease_s: float) -> datetime:
+    """When a lease taken at `now` runs out. A claim stores it, and the claim's note is found
+    again by it (with the token) when the claim's reply was lost: one computation for both,
+    as the lookup needs the exact value."""
+    return now + timedelta(seconds=lease_s)
+
+
+def _under_lease(token: str, expires: datetime) -> dict[str, Any]:
+    """The notes one claim holds: its token and its exact expiry (the `index_lease` index)."""
+    return {"lease_expires_at": expires, "lease_token": token}
+
+
 def _claimable(now: datetime, max_attempts: int) -> dict[str, Any]:
     return {"$or": [_due(now), _dead(now)], "index_attempts": {"$lt": max_attempts}}
 
@@ -94,7 +106,7 @@ class IndexQueue:
         lease_s: float,
         sort: list[tuple[str, int]] | None = None,
     ) -> dict[str, Any] | None:
-        expires = now + timedelta(seconds=lease_s)
+        expires = lease_expiry(now, lease_s)
         taken = await self.collection.find_one_and_update(
             query,
             {
@@ -115,9 +127,7 @@ class IndexQueue:
         # note, the first one goes back. (Either way it sat under a lease nobody held for
         # the whole lease; found by review.) One indexed lookup on `index_lease`.
         if taken is None:
-            return await self.collection.find_one(
-                {"lease_expires_at": expires, "lease_token": token}
-            )
+            return await self.collection.find_one(_under_lease(token, expires))
         await self.release_unconfirmed_claim(token, expires, keep=taken["_id"])
         return taken
 
@@ -219,7 +229,7 @@ class IndexQueue:
         for a whole lease. Several, when the driver's retry took another note and lost its
         reply too. Found by the claim's own expiry (the `index_lease` index), fenced by its
         token."""
-        query: dict[str, Any] = {"lease_expires_at": lease_expires_at, "lease_token": token}
+        query = _under_lease(token, lease_expires_at)
         if keep is not None:
             query["_id"] = {"$ne": keep}
         result = await self.collection.update_many(query, _HAND_BACK)
