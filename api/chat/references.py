@@ -15,7 +15,8 @@ from api.chat.markdown_spans import literal_spans
 # at what follows, to know whether a dropped marker's spaces go with it.
 _REFS = r"\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*"
 # Spaces on a line, no-break and ideographic ones too ("note\u00a0[9].").
-_SPACE = "[ \t\u00a0\u3000]"
+_SPACES = " \t\u00a0\u3000"
+_SPACE = f"[{_SPACES}]"
 # The space group starts where its spaces start (or is empty): "[ \t]*" alone was retried
 # at every position of a long run of spaces, quadratic (found by review).
 REF_GROUP = re.compile(
@@ -29,7 +30,6 @@ _CLOSERS = frozenset(".,;:!?)]}*_~'\"。、，．！？：；」』）】")
 _GAP = re.compile(rf"{_SPACE}*(?:[,;、，；–-]{_SPACE}*)?")
 _SEPARATOR_BEFORE = re.compile(rf"{_SPACE}*[,;、，；]{_SPACE}*\Z")
 _BLANK_HEAD = re.compile(r"\A(?:[ \t]*\r?\n)+")
-_SPACES = frozenset(" \t\u00a0\u3000")
 # What wraps a marker and goes with it when it is dropped: "([9])", "**[9]**", "[[9]]".
 _WRAPPERS = (("(", ")"), ("**", "**"), ("__", "__"), ("~~", "~~"), ("*", "*"), ("_", "_"))
 _WRAPPERS += (("[", "]"),)
@@ -72,7 +72,7 @@ def cited_refs(answer: str) -> list[int]:
     # Over the whole answer, not each span's end: there "(?!\()" could not see that a
     # link's "(url)" follows its text, so "[7](url)" counted as [7] (found by review).
     for match in REF_GROUP.finditer(answer):
-        if _in(prose, match, match.start("refs") - 1):  # its space may end a code span
+        if _within(prose, match.start("refs") - 1, match.end()):  # its space may be code
             for ref in _group_refs(match["refs"]):
                 seen.setdefault(ref, None)
     return list(seen)
@@ -95,11 +95,11 @@ def remove_invented_refs(answer: str, valid: set[int]) -> str:
     dropped: list[tuple[int, int]] = []
     while (match := REF_GROUP.search(answer, scan)) is not None:
         scan = match.end()
-        if not _in(prose, match):
+        if not _within(prose, match.start(), match.end()):
             continue
         run, gaps = [match], []
         while (nxt := REF_GROUP.match(answer, _GAP.match(answer, run[-1].end()).end())) and (
-            _in(prose, nxt)
+            _within(prose, nxt.start(), nxt.end())
         ):
             gaps.append(answer[run[-1].end() : nxt.start()])
             run.append(nxt)
@@ -120,7 +120,7 @@ def remove_invented_refs(answer: str, valid: set[int]) -> str:
     # of a line that continued their paragraph (it would read as code), unless the
     # answer began so.
     first = _first_kept_char(answer, dropped)
-    if answer[:1] not in (" ", "\t") and any(a <= first < b for a, b in prose):
+    if answer[:1] not in (" ", "\t") and _within(prose, first, first + 1):
         cleaned = cleaned.lstrip(" \t")
     return cleaned
 
@@ -132,14 +132,13 @@ def _first_kept_char(answer: str, dropped: list[tuple[int, int]]) -> int:
         if answer[at:start].strip():
             break
         at = end
-    return at + len(answer[at:]) - len(answer[at:].lstrip())
+    return len(answer) - len(answer[at:].lstrip())
 
 
-def _in(prose: list[tuple[int, int]], match: re.Match[str], start: int | None = None) -> bool:
-    """Whether `match` (from `start`) lies inside one prose span (sorted, disjoint)."""
-    start = match.start() if start is None else start
-    i = bisect.bisect_right(prose, (start, len(match.string) + 1)) - 1
-    return i >= 0 and prose[i][0] <= start and match.end() <= prose[i][1]
+def _within(prose: list[tuple[int, int]], start: int, end: int) -> bool:
+    """Whether [start, end) lies inside one prose span (sorted, disjoint)."""
+    i = bisect.bisect_right(prose, (start, float("inf"))) - 1
+    return i >= 0 and prose[i][0] <= start and end <= prose[i][1]
 
 
 def _kept_run(answer: str, run: list[re.Match[str]], gaps: list[str], kept: list[list[int]]) -> str:
