@@ -34,6 +34,15 @@ async def add(api: Api, h: dict[str, str], title: str, content: str) -> dict[str
     return await wait_indexed(api, h, r.json()["id"])
 
 
+async def streamed(api: Api, h: dict[str, str], body: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The (event, data) pairs of `body` asked as a stream, in order."""
+    async with aconnect_sse(
+        api.client, "POST", "/v1/chat", json={**body, "stream": True}, headers=h
+    ) as source:
+        assert source.response.headers["content-type"].startswith("text/event-stream")
+        return [(s.event, json.loads(s.data)) async for s in source.aiter_sse()]
+
+
 @pytest.fixture
 def chat_settings(make_settings: Any, openai_stub: Any) -> Any:
     return make_settings(
@@ -105,18 +114,12 @@ async def test_sse_stream_matches_json(chat_settings: Any, openai_stub: Any) -> 
         openai_stub.set_chat_reply("It runs at 02:00 UTC [1].")
         payload = {"message": "When does the nightly backup run?"}
         plain = (await api.client.post("/v1/chat", json=payload, headers=h)).json()
-        events: list[tuple[str, Any]] = []
-        async with aconnect_sse(
-            api.client, "POST", "/v1/chat", json={**payload, "stream": True}, headers=h
-        ) as source:
-            assert source.response.headers["content-type"].startswith("text/event-stream")
-            async for sse in source.aiter_sse():
-                events.append((sse.event, json.loads(sse.data)))
+        events = await streamed(api, h, payload)
         names = [e for e, _ in events]
         assert names[0] == "citations" and names[-1] == "done" and "token" in names
-        streamed = "".join(d["text"] for e, d in events if e == "token")
+        shown = "".join(d["text"] for e, d in events if e == "token")
         done = events[-1][1]
-        assert streamed == "It runs at 02:00 UTC [1]."
+        assert shown == "It runs at 02:00 UTC [1]."
         assert done["answer"] == plain["answer"] and done["citations"] == plain["citations"]
         assert {c["ref"] for c in done["citations"]} <= {
             c["ref"] for c in events[0][1]["citations"]
@@ -126,14 +129,7 @@ async def test_sse_stream_matches_json(chat_settings: Any, openai_stub: Any) -> 
 async def test_extractive_stream(api: Api) -> None:
     h = await api.new_user()
     await add(api, h, "Postgres backups", BACKUPS)
-    async with aconnect_sse(
-        api.client,
-        "POST",
-        "/v1/chat",
-        json={"message": "restore a dump", "stream": True},
-        headers=h,
-    ) as src:
-        events = [(s.event, json.loads(s.data)) async for s in src.aiter_sse()]
+    events = await streamed(api, h, {"message": "restore a dump"})
     assert [e for e, _ in events] == ["citations", "token", "done"]
     assert events[-1][1]["mode"] == "extractive" and events[-1][1]["citations"]
 
@@ -277,10 +273,7 @@ async def test_a_stream_replaced_by_the_extractive_answer_says_reset_first(
         payload = {"message": "When does the nightly backup run?"}
         plain = (await api.client.post("/v1/chat", json=payload, headers=h)).json()
         assert plain["mode"] == "extractive"
-        async with aconnect_sse(
-            api.client, "POST", "/v1/chat", json={**payload, "stream": True}, headers=h
-        ) as source:
-            events = [(s.event, json.loads(s.data)) async for s in source.aiter_sse()]
+        events = await streamed(api, h, payload)
         names = [e for e, _ in events]
         reset = names.index("reset")
         assert names[0] == "citations" and "token" in names[:reset] and names[-1] == "done"
@@ -298,10 +291,7 @@ async def test_an_answer_of_only_invented_references_falls_back_to_quotes(
         openai_stub.set_chat_reply("[98], [99]")
         payload = {"message": "When does the nightly backup run?"}
         plain = (await api.client.post("/v1/chat", json=payload, headers=h)).json()
-        async with aconnect_sse(
-            api.client, "POST", "/v1/chat", json={**payload, "stream": True}, headers=h
-        ) as source:
-            names = [s.event async for s in source.aiter_sse()]
+        names = [e for e, _ in await streamed(api, h, payload)]
         assert plain["mode"] == "extractive" and plain["citations"]
         assert "reset" in names and names[-1] == "done"
 
@@ -311,19 +301,16 @@ async def test_a_model_failing_mid_stream_ends_in_the_extractive_answer_as_json_
     chat_settings: Any, openai_stub: Any, how: str
 ) -> None:
     """The model breaks off after a few tokens, with an error event or a dropped
-    connection. The stream used to end in `error` (or, for a dropped connection, ...)
-    where the JSON path answers with quotes: it now says `reset` and ends with the same
-    extractive answer and citations, with a warning."""
+    connection. The stream used to end in `error` either way, where the JSON path answers
+    with quotes: it now says `reset` and ends with the same extractive answer and
+    citations, with a warning."""
     async with running_app(chat_settings) as api:
         h = await api.new_user()
         await add(api, h, "Postgres backups", BACKUPS)
         openai_stub.set_chat_reply("The backup runs nightly at 02:00 UTC [1].")
         openai_stub.break_next_stream(3, how)
         payload = {"message": "When does the nightly backup run?"}
-        async with aconnect_sse(
-            api.client, "POST", "/v1/chat", json={**payload, "stream": True}, headers=h
-        ) as source:
-            events = [(s.event, json.loads(s.data)) async for s in source.aiter_sse()]
+        events = await streamed(api, h, payload)
         names = [e for e, _ in events]
         assert names[-1] == "done", names
         reset = names.index("reset")

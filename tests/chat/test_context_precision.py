@@ -6,6 +6,7 @@ long section) never reached the model or the extractive answer (found by review)
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from tests.conftest import Api
 from tests.helpers import paragraph, wait_indexed
@@ -13,27 +14,30 @@ from tests.helpers import paragraph, wait_indexed
 FACT = "The failover password rotation for the vault cluster happens every 90 days."
 
 
+async def reaches_chat_context(
+    api: Api, h: dict[str, str], title: str, content: str, question: str, fact: str
+) -> dict[str, Any]:
+    """Index `content` as one note; search for `question` finds `fact` among the top note's
+    matching chunks, and chat's context holds it. Returns the indexed note."""
+    r = await api.client.post("/v1/notes", json={"title": title, "content_md": content}, headers=h)
+    note = await wait_indexed(api, h, r.json()["id"])
+    search = await api.client.post("/v1/search", json={"query": question}, headers=h)
+    assert any(fact in s["content"] for s in search.json()["results"][0]["matching_chunks"])
+    ctx = (await api.client.post("/v1/chat/context", json={"message": question}, headers=h)).json()
+    assert fact in ctx["context"], [
+        (c["ref"], c["start_offset"], c["end_offset"]) for c in ctx["citations"]
+    ]
+    return note
+
+
 async def test_the_matching_chunk_of_a_long_section_reaches_the_chat_context(api: Api) -> None:
     h = await api.new_user()
     rng = random.Random(7)
     body = "\n\n".join(paragraph(rng, 80) for _ in range(40))
     content = f"## Runbook\n\n{body}\n\n{FACT}\n"
-    r = await api.client.post(
-        "/v1/notes", json={"title": "Operations", "content_md": content}, headers=h
-    )
-    note = await wait_indexed(api, h, r.json()["id"])
-    assert note["chunk_count"] > 5
     question = "How often does the failover password rotation of the vault cluster happen?"
-
-    search = await api.client.post("/v1/search", json={"query": question}, headers=h)
-    top = search.json()["results"][0]["matching_chunks"]
-    assert any(FACT in s["content"] for s in top)  # search found it
-    print([(s["start_offset"], s["end_offset"], len(s["chunk_ids"])) for s in top])
-
-    ctx = await api.client.post("/v1/chat/context", json={"message": question}, headers=h)
-    assert FACT in ctx.json()["context"], [
-        (c["ref"], c["start_offset"], c["end_offset"]) for c in ctx.json()["citations"]
-    ]
+    note = await reaches_chat_context(api, h, "Operations", content, question, FACT)
+    assert note["chunk_count"] > 5
 
     chat = await api.client.post("/v1/chat", json={"message": question}, headers=h)
     assert "90 days" in chat.json()["answer"], chat.json()["answer"][:600]
@@ -76,17 +80,6 @@ async def test_the_matching_passage_of_a_long_japanese_section_reaches_the_chat_
     body = "\n\n".join(_ja_paragraph(rng) for _ in range(45))
     content = f"## 運用手順\n\n{body}\n\n{JA_FACT}\n"
     assert len(content) < 6000  # one span under the section cap
-    r = await api.client.post(
-        "/v1/notes", json={"title": "運用メモ", "content_md": content}, headers=h
-    )
-    note = await wait_indexed(api, h, r.json()["id"])
-    assert note["chunk_count"] > 3
     question = "サーバーの管理者パスワードは何日ごとに変更されますか？"
-
-    search = await api.client.post("/v1/search", json={"query": question}, headers=h)
-    assert any(JA_FACT in s["content"] for s in search.json()["results"][0]["matching_chunks"])
-
-    ctx = (await api.client.post("/v1/chat/context", json={"message": question}, headers=h)).json()
-    assert JA_FACT in ctx["context"], [
-        (c["ref"], c["start_offset"], c["end_offset"]) for c in ctx["citations"]
-    ]
+    note = await reaches_chat_context(api, h, "運用メモ", content, question, JA_FACT)
+    assert note["chunk_count"] > 3

@@ -24,7 +24,7 @@ from pymongo.errors import AutoReconnect
 
 from api.indexing.reconciler import Reconciler
 from tests.conftest import running_app
-from tests.helpers import sectioned_note
+from tests.helpers import openai_indexing_settings, sectioned_note
 
 SEEDS = [int(s) for s in os.environ.get("STRESS_SEEDS", "1").split(",")]
 SECONDS = float(os.environ.get("STRESS_SECONDS", "30"))
@@ -72,14 +72,10 @@ def content_for(rng: random.Random) -> str:
 async def test_queue_stress(seed: int, make_settings: Any, openai_stub: Any) -> None:
     rng = random.Random(seed)
     events: list[str] = []
-    settings = make_settings(
-        embedding_provider="openai",
-        openai_api_key="sk-test",
-        openai_base_url=openai_stub.base_url,
+    settings = openai_indexing_settings(make_settings, openai_stub.base_url)(
         openai_max_retries=2,
         autonote_index_workers=2,
         autonote_index_lease_s=1.5,
-        autonote_index_backoff_base_s=0.05,
         autonote_index_backoff_max_s=0.2,
         autonote_index_poll_s=0.05,
         autonote_index_stop_grace_s=5.0,

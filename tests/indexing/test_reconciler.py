@@ -157,6 +157,18 @@ async def test_no_user_reuses_another_users_vectors(api: Api) -> None:
     assert (await wait_indexed(api, alice, again["id"]))["last_index_stats"]["embedded"] == 0
 
 
+async def purged_while_it_embeds(
+    api: Api, h: dict[str, str], gate: GatedEmbedder
+) -> dict[str, Any]:
+    """Create a note, purge it while its run waits in `gate`, then let the run go on."""
+    note = await create(api, h, sectioned_note(6, seed=5))
+    await asyncio.wait_for(gate.entered.wait(), 30)
+    r = await api.client.delete(f"/v1/notes/{note['id']}", params={"permanent": "true"}, headers=h)
+    assert r.status_code == 204
+    gate.release.set()
+    return note
+
+
 async def test_a_note_purged_while_it_is_indexed_leaves_no_chunks(api: Api) -> None:
     """The purge deletes the note's chunks at once, but a run already embedding it then
     wrote its own and lost its lease: the deleted text stayed in note_chunks until the
@@ -175,11 +187,7 @@ async def test_a_note_purged_while_it_is_indexed_leaves_no_chunks(api: Api) -> N
 
     reconciler.chunks.insert_version = insert_and_tell
     lease_lost_after_its_check(reconciler)  # the purge lands after the run's lease check
-    note = await create(api, h, sectioned_note(6, seed=5))
-    await asyncio.wait_for(gate.entered.wait(), 30)
-    r = await api.client.delete(f"/v1/notes/{note['id']}", params={"permanent": "true"}, headers=h)
-    assert r.status_code == 204
-    gate.release.set()
+    note = await purged_while_it_embeds(api, h, gate)
     await asyncio.wait_for(written.wait(), 30)
     chunks = api.container.db.note_chunks
     for _ in range(100):
@@ -211,11 +219,7 @@ async def test_a_run_whose_note_was_purged_before_its_write_writes_nothing(api: 
 
     reconciler.chunks.insert_version = counted_insert  # type: ignore[method-assign]
     reconciler._may_replace = told_check  # type: ignore[method-assign]
-    note = await create(api, h, sectioned_note(6, seed=5))
-    await asyncio.wait_for(gate.entered.wait(), 30)
-    r = await api.client.delete(f"/v1/notes/{note['id']}", params={"permanent": "true"}, headers=h)
-    assert r.status_code == 204
-    gate.release.set()
+    await purged_while_it_embeds(api, h, gate)
     await asyncio.wait_for(checked.wait(), 30)
     await asyncio.sleep(0.2)
     assert inserts == []
