@@ -159,11 +159,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     set_offline_env()
     revision = code_revision("api/services/chunking")
-    docs = load_documents()
     _, missing = load_backends()
     if missing and not args.no_write:
         # A table without the backends would overwrite the recorded comparison with nothing.
         raise SystemExit(f"not installed: {', '.join(missing)} (see the module docstring)")
+    docs = load_documents()
     with no_network() as attempts:
         headers, rows = measure(docs, args.quick)
     if attempts:
