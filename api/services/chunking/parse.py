@@ -42,6 +42,14 @@ _BLOCK_KINDS = {
 }
 _HEADING_TEXT_EVENTS = ("Text", "Code", "InlineMath", "DisplayMath")
 MAX_HEADING_CHARS = 256
+# Deeper nesting (a 1 000-deep list is one giant item) is cut as text, by lines: recursing
+# through every level would cost depth × size and Python's stack. The splitter expands a
+# container only down to this depth.
+MAX_STRUCTURE_DEPTH = 24
+# Blocks nested deeper than this are not kept (they read as their ancestor's text): the
+# splitter never looks below MAX_STRUCTURE_DEPTH + 1 (a table's rows), and one Block per
+# level made `">" * 2_000_000` (a 2 MB note) take 855 MB.
+MAX_BLOCK_DEPTH = MAX_STRUCTURE_DEPTH + 8
 _ATTR_SEP = re.compile(r"[\s,]+")
 _LANGUAGE = re.compile(r"([^\s{},:`]+)")
 
@@ -86,7 +94,7 @@ def parse(src: SourceText) -> Document:
     heading_parts: list[str] = []
     for event, span in _PARSER.events_with_range(text):
         if type(event) is not dict:
-            if event == "Rule":
+            if event == "Rule" and len(open_blocks) < MAX_BLOCK_DEPTH:
                 _add(
                     blocks,
                     top,
@@ -103,7 +111,7 @@ def parse(src: SourceText) -> Document:
             else:
                 name, payload = next(iter(tag.items()))
             kind = _BLOCK_KINDS.get(name)
-            if kind is None:
+            if kind is None or len(open_blocks) >= MAX_BLOCK_DEPTH:
                 stack.append(-1)
                 continue
             block = Block(kind, span["start"] + base, span["end"] + base, len(open_blocks))

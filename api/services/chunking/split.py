@@ -16,14 +16,10 @@ from __future__ import annotations
 from bisect import bisect_left
 
 from api.services.chunking.packing import pack
-from api.services.chunking.parse import Block, Document, code_language
+from api.services.chunking.parse import MAX_STRUCTURE_DEPTH, Block, Document, code_language
 from api.services.chunking.pieces import Limits, Piece
 from api.services.chunking.split_text import PROSE, TextSplitter
 from api.services.chunking.token_index import TokenIndex
-
-# Deeper nesting (a 1 000-deep list is one giant item) is cut as text, by lines: recursing
-# through every level would cost depth × size and Python's stack.
-MAX_STRUCTURE_DEPTH = 24
 
 _CONTAINER_KIND = {"list": "list", "item": "list", "quote": "quote"}
 _SINGLE_KIND = {
