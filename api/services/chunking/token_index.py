@@ -39,7 +39,12 @@ from typing import TypeVar
 import numpy as np
 
 from api.services.chunking.text import SourceText
-from api.services.chunking.tokenizer import HuggingFaceTokenizer, TiktokenTokenizer, Tokenizer
+from api.services.chunking.tokenizer import (
+    HuggingFaceTokenizer,
+    TiktokenTokenizer,
+    Tokenizer,
+    long_whitespace_runs,
+)
 
 # Encodings whose pre-tokeniser has the boundary property (see above).
 _BOUNDARY_ENCODINGS = frozenset({"tiktoken:cl100k_base", "tiktoken:o200k_base"})
@@ -55,7 +60,7 @@ T = TypeVar("T")
 class TokenIndex:
     """Token positions in one note's text (see module docstring)."""
 
-    __slots__ = ("_ends", "_ends_list", "_ratio", "_safe", "src", "tokenizer", "total")
+    __slots__ = ("_ends", "_ends_list", "_ratio", "_runs", "_safe", "src", "tokenizer", "total")
 
     def __init__(
         self,
@@ -70,9 +75,16 @@ class TokenIndex:
         self.tokenizer = tokenizer
         self.src = src
         self._safe: np.ndarray | None = None
+        # Byte ranges of whitespace runs tiktoken was given in segments: a span over one is
+        # counted on its own, since its in-context count depends on where the note was cut.
+        self._runs: tuple[np.ndarray, np.ndarray] | None = None
         self._ratio = 0.0
         ends: np.ndarray | None = None
         if isinstance(tokenizer, TiktokenTokenizer):
+            runs = long_whitespace_runs(src.text)
+            if runs:
+                bounds = src.byte_offsets(np.array(runs, dtype=np.int64).ravel())
+                self._runs = (bounds[0::2], bounds[1::2])
             if ids is None:
                 ids = tokenizer.encode_array(src.text)
             ends = np.cumsum(tokenizer.byte_lengths[ids])
@@ -188,6 +200,12 @@ class TokenIndex:
         q1 = np.where(i1 < len(safe), q1, stops)
         q2 = np.where(i2 >= 0, q2, starts)
         inner = (q1 < q2) & (q1 >= starts) & (q2 <= stops)
+        if self._runs is not None:
+            run_starts, run_ends = self._runs
+            k = np.searchsorted(run_ends, starts, side="right")
+            over = k < len(run_ends)
+            over[over] = run_starts[k[over]] < stops[over]
+            inner &= ~over
         middle = np.where(inner, self.at(q2) - self.at(q1), 0)
         texts: list[str] = []
         owners: list[int] = []

@@ -13,6 +13,7 @@ again until all fit.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property, lru_cache
@@ -27,6 +28,58 @@ if TYPE_CHECKING:
 # Above this many characters in one batch, tiktoken's thread pool beats a plain loop (the
 # pool costs several microseconds per item; encoding itself releases the GIL).
 _THREADED_BATCH_CHARS = 1 << 20
+# tiktoken's pre-tokeniser (fancy-regex) gives up on a run of about 1 000 000 whitespace
+# characters (`\s+(?!\S)` backtracks through the whole run past its step limit):
+# `encode_to_numpy` raises ValueError and `encode_ordinary` panics (pyo3's PanicException,
+# not an Exception). Text is handed to it in segments cut inside any longer run.
+MAX_WHITESPACE_RUN = 1 << 18
+# What the regex's `\s` matches (Unicode White_Space), as code points.
+_WHITE_SPACE = np.array(
+    [*range(0x09, 0x0E), 0x20, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x2028, 0x2029,
+     0x202F, 0x205F, 0x3000],
+    dtype=np.uint32,
+)  # fmt: skip
+
+
+def long_whitespace_runs(text: str, limit: int = MAX_WHITESPACE_RUN) -> list[tuple[int, int]]:
+    """Character ranges of the runs of whitespace in `text` longer than `limit` (almost
+    always none: a text no longer than `limit` is not even scanned)."""
+    if len(text) <= limit or not _may_have_run(text, limit):
+        return []
+    codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    space = np.zeros(len(codes) + 2, dtype=np.int8)
+    space[1:-1] = np.isin(codes, _WHITE_SPACE)
+    edges = np.flatnonzero(np.diff(space))  # run starts and ends, alternating
+    starts, ends = edges[0::2], edges[1::2]
+    long = (ends - starts) > limit
+    return list(zip(starts[long].tolist(), ends[long].tolist(), strict=True))
+
+
+def _may_have_run(text: str, limit: int) -> bool:
+    """False when `text` surely holds no whitespace run longer than `limit`: such a run
+    covers two consecutive multiples of limit // 2 and the text between them (so a 2 MB
+    note costs a dozen probes, not a scan). `str.isspace` accepts every White_Space
+    character."""
+    step = max(limit // 2, 1)
+    return any(
+        text[i].isspace() and text[i + step].isspace() and text[i : i + step].isspace()
+        for i in range(0, len(text) - step, step)
+    )
+
+
+def tiktoken_segments(text: str, limit: int = MAX_WHITESPACE_RUN) -> list[str]:
+    """`text` in consecutive segments tiktoken can encode: cut every `limit` characters
+    inside whitespace runs longer than `limit` (`[text]` for almost every text). The run
+    has no tokenisation of its own to keep (tiktoken cannot produce one); its segments'
+    tokens stand for it, a whitespace token more or less at each cut."""
+    runs = long_whitespace_runs(text, limit)
+    if not runs:
+        return [text]
+    cuts = [0]
+    for start, end in runs:
+        cuts.extend(range(start + limit, end, limit))
+    cuts.append(len(text))
+    return [text[a:b] for a, b in itertools.pairwise(cuts)]
 
 
 @runtime_checkable
@@ -128,20 +181,31 @@ class TiktokenTokenizer:
         return lengths
 
     def count(self, text: str) -> int:
-        return len(self._enc.encode_ordinary(text))
+        if len(text) <= MAX_WHITESPACE_RUN:
+            return len(self._enc.encode_ordinary(text))
+        return sum(len(self._enc.encode_ordinary(t)) for t in tiktoken_segments(text))
 
     def count_batch(self, texts: list[str]) -> list[int]:
+        if any(len(t) > MAX_WHITESPACE_RUN for t in texts):
+            return [self.count(t) for t in texts]
         if len(texts) < 64 or sum(map(len, texts)) < _THREADED_BATCH_CHARS:
             encode = self._enc.encode_ordinary
             return [len(encode(t)) for t in texts]
         return [len(ids) for ids in self._enc.encode_ordinary_batch(texts, num_threads=2)]
 
     def encode(self, text: str) -> list[int]:
-        return self._enc.encode_ordinary(text)
+        if len(text) <= MAX_WHITESPACE_RUN:
+            return self._enc.encode_ordinary(text)
+        return [i for t in tiktoken_segments(text) for i in self._enc.encode_ordinary(t)]
 
     def encode_array(self, text: str) -> np.ndarray:
         """Token ids as a numpy array (no Python list of ints: much faster on big texts)."""
-        return self._enc.encode_to_numpy(text, disallowed_special=())
+        segments = tiktoken_segments(text)
+        if len(segments) == 1:
+            return self._enc.encode_to_numpy(text, disallowed_special=())
+        return np.concatenate(
+            [self._enc.encode_to_numpy(t, disallowed_special=()) for t in segments]
+        )
 
     def split_at_tokens(self, text: str, max_tokens: int) -> list[str]:
         return split_verified(text, max_tokens, count_batch=self.count_batch, windows=self._windows)

@@ -91,6 +91,16 @@ def test_deep_nesting_keeps_a_bounded_number_of_blocks() -> None:
     assert any("item 79" in c.content_md for c in chunks)
 
 
+def test_a_whitespace_run_tiktoken_cannot_encode_alone() -> None:
+    """1 100 000 spaces (1.1 MB, under the 2 MB note limit) inside a paragraph and inside a
+    code block: tiktoken gave up on the run (ValueError), so such a note failed to index."""
+    run_ = " " * 1_100_000
+    text = f"# Notes\n\nbefore{run_}after\n\n```\nx ={run_}1\n```\n\ntail\n"
+    chunks, _ = run(text, max_chunk_tokens=300)
+    assert "before" in chunks[0].content_md and "tail" in chunks[-1].content_md
+    assert any(c.chunk_type == "code" for c in chunks)
+
+
 def test_unclosed_fence_at_the_top() -> None:
     text = "```python\n" + "x = compute(1)\n# not a heading\n" * 5000
     chunks, _ = run(text, max_input_tokens=2000)

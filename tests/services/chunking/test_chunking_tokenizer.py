@@ -293,3 +293,33 @@ def test_a_shut_down_helper_falls_back_to_one_thread() -> None:
     src = SourceText("alpha beta\n" * 4000)
     index, result = TokenIndex.alongside(tok, src, lambda: "parsed")
     assert result == "parsed" and same_index(index, TokenIndex(tok, src))
+
+
+LONG_RUN = " " * 1_100_000  # tiktoken alone: ValueError (encode_to_numpy) or a Rust panic
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_whitespace_runs_tiktoken_cannot_encode_are_counted_in_segments(name: str) -> None:
+    """A run of ~1 000 000 spaces or tabs made tiktoken fail (its regex's backtracking
+    limit), so a note holding one was never indexed; it is now encoded in segments."""
+    tok = tiktoken_tokenizer(name)
+    text = "intro" + LONG_RUN + "x\n\t" + "\t" * 300_000 + "end"
+    n = tok.count(text)
+    assert n == len(tok.encode(text)) == len(tok.encode_array(text)) > 0
+    assert tok.count_batch([text, "a b"]) == [n, 2]
+    # Each segment on its own costs what its slice of the run costs: a whitespace token
+    # more or less per cut, nothing like a character per token.
+    assert tok.count(LONG_RUN) < len(LONG_RUN) // 100
+    # Text without such a run is untouched.
+    spec = (CORPUS / "commonmark_spec.md").read_text("utf-8") * 2
+    assert tok.count(spec) == len(tok.encoding.encode_ordinary(spec))
+
+
+def test_an_index_over_a_segmented_run_still_counts_spans_exactly() -> None:
+    tok = tiktoken_tokenizer("cl100k_base")
+    text = "alpha beta\n" * 50 + LONG_RUN + "gamma delta\n" * 50
+    src = SourceText(text)
+    index = TokenIndex(tok, src)
+    n = len(src.data)
+    spans = [(0, n), (0, 300), (200, n - 200), (500_000, 600_000), (n - 300, n)]
+    assert index.exact(spans) == [tok.count(src.decode(a, b)) for a, b in spans]
