@@ -16,6 +16,8 @@ import re
 import numpy as np
 
 # ASCII whitespace as Python's str.isspace sees it (incl. the \x1c-\x1f separators).
+# First window of the line searches (bytes); it grows 8-fold until a line break is found.
+_LINE_WINDOW = 256
 _WS = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"
 
 
@@ -181,22 +183,42 @@ class SourceText:
         return not rest or (rest[0] >= 0x80 and rest.decode("utf-8", "replace").isspace())
 
     def line_start(self, pos: int, floor: int = 0) -> int:
-        """Start of the line holding byte `pos`, never before `floor`."""
-        nl = self.data.rfind(b"\n", floor, pos)
-        if self.has_cr:
-            nl = max(nl, self.data.rfind(b"\r", floor, pos))
-        return max(nl + 1, floor)
+        """Start of the line holding byte `pos`, never before `floor`.
+
+        With "\r" in the note, searched in widening windows: a search for one kind of line
+        break goes straight back to `floor` when the note has none of that kind, and with
+        bare "\r" endings that made chunking quadratic (10.9 s for a 2 MB note of one-line
+        paragraphs). Without "\r", one backward search stops at the line's start."""
+        data = self.data
+        if not self.has_cr:
+            return max(data.rfind(b"\n", floor, pos) + 1, floor)
+        width = _LINE_WINDOW
+        while True:
+            lo = max(floor, pos - width)
+            hit = max(data.rfind(b"\n", lo, pos), data.rfind(b"\r", lo, pos))
+            if hit >= 0 or lo == floor:
+                return max(hit + 1, floor)
+            width *= 8
 
     def line_end(self, pos: int, ceiling: int) -> int:
         """Offset just past the line ending ("\n", "\r\n" or "\r") of the line that holds
-        `pos` (or `ceiling`)."""
+        `pos` (or `ceiling`); with "\r" in the note, searched as `line_start`."""
         data = self.data
-        nl = data.find(b"\n", pos, ceiling)
-        if self.has_cr:
-            cr = data.find(b"\r", pos, ceiling if nl < 0 else nl)
+        if not self.has_cr:
+            nl = data.find(b"\n", pos, ceiling)
+            return ceiling if nl < 0 else nl + 1
+        width = _LINE_WINDOW
+        while True:
+            hi = min(ceiling, pos + width)
+            nl = data.find(b"\n", pos, hi)
+            cr = data.find(b"\r", pos, hi if nl < 0 else nl)
             if cr >= 0:
-                return cr + 2 if cr + 1 == nl else cr + 1
-        return ceiling if nl < 0 else nl + 1
+                return cr + 2 if cr + 1 < ceiling and data[cr + 1] == 0x0A else cr + 1
+            if nl >= 0:
+                return nl + 1
+            if hi == ceiling:
+                return ceiling
+            width *= 8
 
     def char_boundary(self, pos: int, *, forward: bool) -> int:
         """Move `pos` off UTF-8 continuation bytes (to the next or previous character)."""

@@ -167,3 +167,62 @@ def test_front_matter_end(text: str, rest: str | None) -> None:
         assert end == 0
     else:
         assert data[end:].decode() == rest
+
+
+def _reference_line_start(data: bytes, pos: int, floor: int) -> int:
+    return max(max(data.rfind(b"\n", floor, pos), data.rfind(b"\r", floor, pos)) + 1, floor)
+
+
+def _reference_line_end(data: bytes, pos: int, ceiling: int) -> int:
+    for i in range(pos, ceiling):
+        if data[i] == 0x0A:
+            return i + 1
+        if data[i] == 0x0D:
+            return i + 2 if i + 1 < ceiling and data[i + 1] == 0x0A else i + 1
+    return ceiling
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    parts=st.lists(st.sampled_from(["a", "bc ", "\n", "\r", "\r\n", "x" * 300, "é"]), max_size=40),
+    data=st.data(),
+)
+def test_line_search_matches_a_plain_scan(parts: list[str], data: st.DataObject) -> None:
+    src = SourceText("".join(parts) + "z")
+    n = len(src.data)
+    a, b = sorted(data.draw(st.integers(0, n)) for _ in range(2))
+    pos = data.draw(st.integers(a, b))
+    assert src.line_start(pos, a) == _reference_line_start(src.data, pos, a)
+    if pos < b:
+        assert src.line_end(pos, b) == _reference_line_end(src.data, pos, b)
+
+
+class _CountingBytes(bytes):
+    """bytes that add up the ranges their find/rfind calls are given (an upper bound on
+    what they scan)."""
+
+    scanned = 0
+
+    def find(self, sub, start=0, end=None):  # type: ignore[no-untyped-def, override]
+        _CountingBytes.scanned += (len(self) if end is None else end) - start
+        return super().find(sub, start, end)
+
+    def rfind(self, sub, start=0, end=None):  # type: ignore[no-untyped-def, override]
+        _CountingBytes.scanned += (len(self) if end is None else end) - start
+        return super().rfind(sub, start, end)
+
+
+@pytest.mark.parametrize("ending", ["\r", "\r\n", "\n\r"])
+def test_line_search_cost_does_not_grow_with_the_distance_to_the_bounds(ending: str) -> None:
+    """In a note with "\\r", each search went straight to its bound: with bare "\\r"
+    endings the search for "\\n" always reached the section start, quadratic in the note
+    (10.9 s for 2 MB of one-line paragraphs). Now a search costs about the line it looks
+    through. (Without "\\r", one search for "\\n" stops at the line break it finds.)"""
+    src = SourceText(f"line{ending}{ending}" * 20_000)
+    src.data = _CountingBytes(src.data)
+    _CountingBytes.scanned = 0
+    n = len(src.data)
+    for pos in range(0, n, 997):
+        src.line_start(pos, 0)
+        src.line_end(pos, n)
+    assert _CountingBytes.scanned < 4 * 256 * (n // 997 + 1)
