@@ -14,7 +14,8 @@ again until all fit.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -228,6 +229,63 @@ class TiktokenTokenizer:
         return pieces
 
 
+# A `tokenizers` Encoding holds ~570 bytes per token (ids, offsets, token strings, masks):
+# one Encoding of a whole 2 MB note of punctuation took 1.1 GB. Long texts are encoded in
+# segments of about this many characters, and batches in groups of about this many in all.
+_HF_SEGMENT_CHARS = 1 << 15
+_HF_GROUP_CHARS = 1 << 18
+# Where a BERT pre-tokeniser (splits at whitespace and punctuation) never joins the text on
+# either side of a cut: before ASCII whitespace, between two ASCII punctuation marks, and
+# (when the normaliser pads CJK ideographs with spaces) before an ideograph. Other
+# whitespace or control characters may be removed by the normaliser, joining two words.
+_BERT_CUT = r"[ \t\n\r]|(?<=[!-/:-@\[-`{-~])[!-/:-@\[-`{-~]"
+_CJK_CUT = r"|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]"
+
+
+def word_piece_cuts(tokenizer: tokenizers.Tokenizer) -> re.Pattern[str] | None:
+    """Where `tokenizer`'s texts can be cut without changing their tokens (see `_BERT_CUT`),
+    or None when it is not a BERT word-piece tokenizer (no cut is known to be safe)."""
+    from tokenizers import normalizers, pre_tokenizers
+
+    norm = tokenizer.normalizer
+    if not isinstance(tokenizer.pre_tokenizer, pre_tokenizers.BertPreTokenizer) or not (
+        norm is None or isinstance(norm, normalizers.BertNormalizer)
+    ):
+        return None
+    cjk = norm is not None and norm.handle_chinese_chars
+    return re.compile(_BERT_CUT + (_CJK_CUT if cjk else ""))
+
+
+def segments_at(text: str, cuts: re.Pattern[str] | None, size: int) -> list[str]:
+    """`text` in consecutive segments of about `size` characters, each ending at a match
+    of `cuts`; a stretch with no such place stays whole (all of it when `cuts` is None)."""
+    if cuts is None or len(text) <= size:
+        return [text]
+    bounds = [0]
+    while bounds[-1] + size < len(text):
+        found = cuts.search(text, bounds[-1] + size)
+        if found is None:
+            break
+        bounds.append(found.start())
+    bounds.append(len(text))
+    return [text[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+
+
+def _groups(texts: list[str]) -> list[list[str]]:
+    """`texts` in consecutive groups of at most _HF_GROUP_CHARS characters in all (a longer
+    text alone)."""
+    limit = _HF_GROUP_CHARS
+    groups: list[list[str]] = []
+    size = 0
+    for text in texts:
+        if not groups or size + len(text) > limit:
+            groups.append([])
+            size = 0
+        groups[-1].append(text)
+        size += len(text)
+    return groups
+
+
 class HuggingFaceTokenizer:
     """A `tokenizers` (Rust) tokenizer, e.g. the word-piece vocabulary of all-MiniLM-L6-v2."""
 
@@ -236,6 +294,7 @@ class HuggingFaceTokenizer:
         tok.no_truncation()
         tok.no_padding()
         self._tok = tok
+        self._cuts = word_piece_cuts(tok)
         self.name = f"hf:{name}"
 
     @property
@@ -243,24 +302,38 @@ class HuggingFaceTokenizer:
         """The underlying `tokenizers.Tokenizer`."""
         return self._tok
 
+    def _segments(self, text: str) -> list[str]:
+        return segments_at(text, self._cuts, _HF_SEGMENT_CHARS)
+
+    def _encodings(self, texts: list[str]) -> Iterator[tuple[str, tokenizers.Encoding]]:
+        """(text, Encoding) for `texts`, encoded a group at a time (bounded memory)."""
+        for group in _groups(texts):
+            yield from zip(
+                group, self._tok.encode_batch(group, add_special_tokens=False), strict=True
+            )
+
     def count(self, text: str) -> int:
-        return len(self._tok.encode(text, add_special_tokens=False).ids)
+        return sum(len(enc.ids) for _, enc in self._encodings(self._segments(text)))
 
     def count_batch(self, texts: list[str]) -> list[int]:
-        if not texts:
-            return []
-        encs = self._tok.encode_batch(texts, add_special_tokens=False)
-        return [len(e.ids) for e in encs]
+        short = [t for t in texts if len(t) <= _HF_SEGMENT_CHARS]
+        counts = iter([len(enc.ids) for _, enc in self._encodings(short)])
+        return [next(counts) if len(t) <= _HF_SEGMENT_CHARS else self.count(t) for t in texts]
 
     def encode(self, text: str) -> list[int]:
-        return list(self._tok.encode(text, add_special_tokens=False).ids)
+        return [i for _, enc in self._encodings(self._segments(text)) for i in enc.ids]
 
     def token_char_ends(self, text: str) -> np.ndarray:
         """End character offset of every token of `text` (for position estimates)."""
-        offsets = self._tok.encode(text, add_special_tokens=False).offsets
-        if not offsets:
+        ends: list[np.ndarray] = []
+        base = 0
+        for segment, enc in self._encodings(self._segments(text)):
+            if enc.offsets:
+                ends.append(np.fromiter((e for _, e in enc.offsets), dtype=np.int64) + base)
+            base += len(segment)
+        if not ends:
             return np.zeros(0, dtype=np.int64)
-        return np.maximum.accumulate(np.fromiter((e for _, e in offsets), dtype=np.int64))
+        return np.maximum.accumulate(np.concatenate(ends))
 
     def split_at_tokens(self, text: str, max_tokens: int) -> list[str]:
         return split_verified(text, max_tokens, count_batch=self.count_batch, windows=self._windows)

@@ -323,3 +323,68 @@ def test_an_index_over_a_segmented_run_still_counts_spans_exactly() -> None:
     n = len(src.data)
     spans = [(0, n), (0, 300), (200, n - 200), (500_000, 600_000), (n - 300, n)]
     assert index.exact(spans) == [tok.count(src.decode(a, b)) for a, b in spans]
+
+
+WORD_PIECE_PARTS = st.sampled_from([
+    "a", "Zed", "don't", "ÉCOLE", "e\u0301", " ", "  ", "\n", "\r\n", "\t", "\u00a0", "\u3000",
+    "\x00", "\x1c", "\u200b", "\ufeff", ".", "!!", "?!", "-", "[x]", "`", "```", "中文", "日本語",
+    "😀", "a" * 120, "naïve", "١٢٣", "\u0301",
+])  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(parts=st.lists(WORD_PIECE_PARTS, max_size=50), size=st.integers(1, 12))
+def test_word_piece_segments_give_the_tokens_of_the_whole_text(parts: list[str], size: int) -> None:
+    """Long texts are encoded in segments (bounded memory): the cuts must never change a
+    token, whatever sits around them (normaliser-removed characters, CJK, accents...)."""
+    from api.services.chunking.tokenizer import segments_at, word_piece_cuts
+
+    backend = minilm_tokenizer().backend
+    text = "".join(parts)
+    segments = segments_at(text, word_piece_cuts(backend), size)
+    assert "".join(segments) == text
+    pieces = [i for seg in segments for i in backend.encode(seg, add_special_tokens=False).ids]
+    assert pieces == backend.encode(text, add_special_tokens=False).ids
+
+
+class _RecordingBackend:
+    """A tokenizers.Tokenizer stand-in that forwards and records the largest input."""
+
+    def __init__(self, inner: object) -> None:
+        self._inner = inner
+        self.largest = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+    def encode(self, text: str, **kwargs: object) -> object:
+        self.largest = max(self.largest, len(text))
+        return self._inner.encode(text, **kwargs)  # type: ignore[attr-defined]
+
+    def encode_batch(self, texts: list[str], **kwargs: object) -> object:
+        self.largest = max(self.largest, sum(map(len, texts)))
+        return self._inner.encode_batch(texts, **kwargs)  # type: ignore[attr-defined]
+
+
+def test_a_long_note_is_word_piece_encoded_in_bounded_pieces(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A 2 MB note of backticks was one Encoding of 2 000 000 tokens: 1.1 GB and 2.5 s
+    (11 s and 2.3 GB to chunk). Every call now sees a bounded share of the text, and the
+    positions and counts are those of the whole text."""
+    from api.services.chunking import tokenizer as tk
+
+    # Small segments and groups (as the 32 K / 256 K defaults are to a 2 MB note).
+    monkeypatch.setattr(tk, "_HF_SEGMENT_CHARS", 1_000, raising=False)
+    monkeypatch.setattr(tk, "_HF_GROUP_CHARS", 4_000, raising=False)
+    plain = minilm_tokenizer()
+    text = "`" * 150_000 + " word " * 20_000 + "中文" * 40_000
+    recording = _RecordingBackend(plain.backend)
+    tok = tk.HuggingFaceTokenizer(recording, "all-MiniLM-L6-v2")  # type: ignore[arg-type]
+    whole = plain.backend.encode(text, add_special_tokens=False)
+    expected_ends = np.maximum.accumulate(np.array([e for _, e in whole.offsets]))
+    assert np.array_equal(tok.token_char_ends(text), expected_ends)
+    assert tok.count(text) == len(whole.ids)
+    assert tok.count_batch([text, "a b", text[:10]]) == [len(whole.ids), 2, 10]
+    assert tok.encode(text) == whole.ids
+    assert recording.largest <= 5_000
