@@ -313,6 +313,8 @@ class HuggingFaceTokenizer:
             )
 
     def count(self, text: str) -> int:
+        if len(text) <= _HF_SEGMENT_CHARS:  # the common case: one short text, one call
+            return len(self._tok.encode(text, add_special_tokens=False).ids)
         return sum(len(enc.ids) for _, enc in self._encodings(self._segments(text)))
 
     def count_batch(self, texts: list[str]) -> list[int]:
