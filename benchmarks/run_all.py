@@ -17,7 +17,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # Order: cheap and self-contained first; the long end-to-end runs last.
-BENCHMARKS = ["chunking", "chunk_quality", "indexing", "notes_api", "retrieval", "load"]
+BENCHMARKS = [
+    "chunking",
+    "chunking_hostile",
+    "chunk_quality",
+    "indexing",
+    "notes_api",
+    "retrieval",
+    "load",
+]
 
 
 def main(argv: list[str]) -> int:

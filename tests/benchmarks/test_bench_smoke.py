@@ -316,3 +316,16 @@ def test_tokenizer_backends_refuses_to_overwrite_without_the_backends(
     monkeypatch.setattr(tokenizer_backends, "load_backends", lambda: ({}, ["rs-bpe"]))
     with pytest.raises(SystemExit, match="not installed: rs-bpe"):
         tokenizer_backends.main([])
+
+
+@needs_shared
+def test_chunking_hostile_smoke() -> None:
+    """Two shapes at 20 KB, each in its child process; the report has both tokenizers."""
+    from benchmarks import chunking_hostile
+
+    shapes = [chunking_hostile.BASELINE, "backticks"]
+    results = chunking_hostile.measure(20_000, shapes)
+    assert set(results) == set(itertools.product(shapes, chunking_hostile.TOKENIZERS))
+    assert all(r["chunks"] > 0 and r["seconds"] > 0 for r in results.values())
+    report = chunking_hostile.render(results, 20_000, "test")
+    assert "| backticks | 0.02 |" in report and "minilm: s ÷ baseline" in report
