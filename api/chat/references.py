@@ -6,14 +6,16 @@ from __future__ import annotations
 import bisect
 import re
 import unicodedata
+from collections import Counter
 
 from api.chat.context import Citation
 from api.chat.markdown_spans import literal_spans
 
 # [1], [1, 2], [1][3], [1-2] are all ways models cite, after a space or not (`UTC[1]`,
-# `実行されます[1]`); a link's text (`[1](url)`) is not a marker. `(?P<after>...)` peeks
-# at what follows, to know whether a dropped marker's spaces go with it.
-_REFS = r"\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*"
+# `実行されます[1]`); a link's text (`[1](url)`) is not a marker, nor is `[0]` or `[07]`
+# (references count from 1: `items[0]` is code the model left unquoted). `(?P<after>...)`
+# peeks at what follows, to know whether a dropped marker's spaces go with it.
+_REFS = r"[1-9]\d{0,2}(?:\s*[,;–-]\s*[1-9]\d{0,2})*"
 # Spaces on a line, no-break and ideographic ones too ("note\u00a0[9].").
 _SPACES = " \t\u00a0\u3000"
 _SPACE = f"[{_SPACES}]"
@@ -122,7 +124,45 @@ def remove_invented_refs(answer: str, valid: set[int]) -> str:
     first = _first_kept_char(answer, dropped)
     if answer[:1] not in (" ", "\t") and _within(prose, first, first + 1):
         cleaned = cleaned.lstrip(" \t")
+    if _cites_more(cleaned, answer):
+        # What surrounded a dropped marker formed a new one ("Step [3[9]] applies." gave
+        # "Step [3] applies."): escape the invented markers in place instead, so the
+        # answer never cites what the model did not.
+        return _escape_invented(answer, prose, valid)
     return cleaned
+
+
+def _cites_more(cleaned: str, answer: str) -> bool:
+    """Whether `cleaned` cites some reference more often than `answer` did."""
+    return bool(Counter(_citations(cleaned)) - Counter(_citations(answer)))
+
+
+def _citations(answer: str) -> list[int]:
+    """Every reference of every marker outside code, repeats included."""
+    prose = _prose(answer)
+    return [
+        ref
+        for match in REF_GROUP.finditer(answer)
+        if _within(prose, match.start("refs") - 1, match.end())
+        for ref in _group_refs(match["refs"])
+    ]
+
+
+def _escape_invented(answer: str, prose: list[tuple[int, int]], valid: set[int]) -> str:
+    """`answer` with each marker outside code that cites nothing valid escaped (`\\[9\\]`
+    shows as "[9]" and cites nothing) and the invalid numbers left out of the others."""
+    out: list[str] = []
+    pos = 0
+    for match in REF_GROUP.finditer(answer):
+        if not _within(prose, match.start("refs") - 1, match.end()):
+            continue
+        refs = [r for r in _group_refs(match["refs"]) if r in valid]
+        inner = ", ".join(map(str, dict.fromkeys(refs))) if refs else None
+        out.append(answer[pos : match.start("refs") - 1])
+        out.append(f"[{inner}]" if inner else f"\\[{match['refs']}\\]")
+        pos = match.end()
+    out.append(answer[pos:])
+    return "".join(out)
 
 
 def _first_kept_char(answer: str, dropped: list[tuple[int, int]]) -> int:

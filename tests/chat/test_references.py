@@ -118,3 +118,23 @@ def test_a_long_stretch_of_spaces_is_linear() -> None:
     # REF_GROUP's leading "[ \t]*" was retried at every position of a run of spaces.
     raw = "Backups run nightly." + " " * 40000 + "Done."
     assert _timed(remove_invented_refs, raw, {1}) + _timed(cited_refs, raw) < 2.0
+
+
+def test_dropping_a_marker_never_forms_a_new_citation() -> None:
+    """'[3[9]]' lost its '[9]' and became the citation '[3]', which the model never made
+    (noticed in session 16, now fixed): the invented marker is escaped in place instead."""
+    for answer in ("Step [3[9]] applies.", "Step [3 [9]] applies.", "A [2] b [3[9]] c [3]."):
+        cleaned = remove_invented_refs(answer, {1, 2, 3})
+        assert sorted(cited_refs(cleaned)) == sorted(set(cited_refs(answer)) & {1, 2, 3})
+        assert cleaned.count("[3") == answer.count("[3")
+        assert "\\[9\\]" in cleaned
+    rendered = pyromark.html(remove_invented_refs("Step [3[9]] applies.", {3}))
+    assert "Step [3[9]] applies." in rendered
+
+
+def test_index_zero_is_code_not_a_citation() -> None:
+    """'items[0]' lost its '[0]' ('[0]' read as an invented citation); references count
+    from 1, so [0] and [07] are not markers at all."""
+    answer = "Take items[0], then arr[07] and the note [1]."
+    assert remove_invented_refs(answer, {1}) == answer
+    assert cited_refs(answer) == [1]
