@@ -15,6 +15,12 @@ from dataclasses import dataclass
 from api.retrieval.models import NoteResult
 
 SNIPPET_CHARS = 240
+# A section is cut to this many characters per token of the budget BEFORE it is tokenised:
+# counting, then binary-searching, a 2 MB section (a note whose words the local model reads
+# as one unknown token each is one chunk) stalled every request for seconds. Prose runs 3-5
+# characters per cl100k token, so the cap bites only on sections that could not fit anyway
+# (or long runs of whitespace).
+MAX_CHARS_PER_TOKEN = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +40,7 @@ class Citation:
 
 def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     """The start of `text` on one line, cut at a word boundary."""
-    flat = " ".join(text.split())
+    flat = " ".join(text[: limit * 64].split())
     if len(flat) <= limit:
         return flat
     cut = flat.rfind(" ", 0, limit)
@@ -88,6 +94,9 @@ def build_context(
             continue
         seen.add(key)
         heading_path = section.heading_path or [note.title]
+        text = section.content_md
+        if len(text) > budget_tokens * MAX_CHARS_PER_TOKEN:
+            text = _at_word(text, budget_tokens * MAX_CHARS_PER_TOKEN)
         citation = Citation(
             ref=len(citations) + 1,
             note_id=note.note_id,
@@ -96,7 +105,7 @@ def build_context(
             start_offset=section.start_offset,
             end_offset=section.end_offset,
             snippet=snippet(section.content_md),
-            text=section.content_md,
+            text=text,
             note_version=section.note_version,
         )
         block = section_block(citation)
@@ -110,7 +119,7 @@ def build_context(
             )
             if room < 40:
                 break
-            text = _cut_to_tokens(section.content_md, room, count_tokens)
+            text = _cut_to_tokens(text, room, count_tokens)
             citation = Citation(**{**_asdict(citation), "text": text})
             block = section_block(citation)
             cost = count_tokens(block) + 2
@@ -137,5 +146,10 @@ def _cut_to_tokens(text: str, budget: int, count_tokens: Callable[[str], int]) -
             lo = mid
         else:
             hi = mid - 1
-    cut = text.rfind(" ", 0, lo)
-    return text[: cut if cut > lo // 2 else lo].rstrip() + " …"
+    return _at_word(text, lo)
+
+
+def _at_word(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters, at a space if one is near, plus " …"."""
+    cut = text.rfind(" ", 0, limit)
+    return text[: cut if cut > limit // 2 else limit].rstrip() + " …"

@@ -3,6 +3,7 @@ the chat model (or an extractive answer) → references cleaned → citations ac
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -98,7 +99,9 @@ class ChatService:
         outcome = await self.search.search(
             author_id, message, limit=self.notes_limit, chunks_per_note=3, filters=filters
         )
-        context, citations = build_context(
+        # Tokenising the sections takes milliseconds to tens of them: off the event loop.
+        context, citations = await asyncio.to_thread(
+            build_context,
             outcome.results,
             budget_tokens=self.context_tokens,
             count_tokens=self.count_tokens,
