@@ -26,7 +26,11 @@ from api.errors import DatabaseUnavailable, Unauthorized
 from api.indexing.chunks_repository import ChunksRepository
 from api.indexing.runtime import build_indexing
 from api.logging import configure_logging
-from api.middleware import BodyLimitMiddleware, RequestContextMiddleware
+from api.middleware import (
+    AuthenticateFirstMiddleware,
+    BodyLimitMiddleware,
+    RequestContextMiddleware,
+)
 from api.notes.conversion import ConversionSandbox
 from api.notes.imports import ImportService
 from api.notes.repository import NotesRepository, NotesSearchQueries
@@ -203,6 +207,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=build_lifespan(settings),
     )
     install_error_handlers(app)
+    app.add_middleware(AuthenticateFirstMiddleware)
     app.add_middleware(
         BodyLimitMiddleware,
         default_limit=settings.autonote_max_request_bytes,

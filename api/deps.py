@@ -60,7 +60,10 @@ async def current_user(
     """The user whose API key is in the Authorization header (401 otherwise, 429 if over
     the per-key rate limit). Then the query string is checked (`reject_unknown_query_params`):
     who is asking comes before what is asked."""
-    user = await container.users.authenticate(request.headers.get("authorization"))
+    # Usually resolved already, before the body was read (`AuthenticateFirstMiddleware`).
+    user = getattr(request.state, "user", None) or await container.users.authenticate(
+        request.headers.get("authorization")
+    )
     request.state.user_id = str(user.id)
     reject_unknown_query_params(request)
     return user
@@ -76,10 +79,11 @@ async def require_admin(
 ) -> None:
     """Admin routes: `Authorization: Bearer <AUTONOTE_ADMIN_TOKEN>` (403 when the admin API
     is disabled, 401 for a wrong token, 429 once a client has sent too many wrong ones).
-    A route dependency, so it runs before the body is validated (a body that is not JSON
-    at all still gets its 400 first: FastAPI parses the body before any dependency)."""
-    client = request.client.host if request.client else ""
-    container.users.check_admin(request.headers.get("authorization"), client=client)
+    Checked before the body is read (`AuthenticateFirstMiddleware`), here only when that
+    could not run."""
+    if not getattr(request.state, "admin_checked", False):
+        client = request.client.host if request.client else ""
+        container.users.check_admin(request.headers.get("authorization"), client=client)
     reject_unknown_query_params(request)
 
 
