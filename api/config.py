@@ -104,6 +104,8 @@ class Settings(BaseSettings):
     autonote_index_backoff_base_s: float = Field(2.0, gt=0, le=3600)
     autonote_index_backoff_max_s: float = Field(600.0, gt=0, le=86_400)
     autonote_index_poll_s: float = Field(0.5, gt=0, le=60)
+    # A run embedding longer than this hands its worker to another user's due note.
+    autonote_index_turn_s: float = Field(10.0, gt=0, le=3600)
     # On shutdown, notes being indexed get this long to finish (commit and evict) before
     # their loops are cancelled; a cancelled note is retried when its lease expires.
     autonote_index_stop_grace_s: float = Field(10.0, ge=0, le=600)

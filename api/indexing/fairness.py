@@ -13,6 +13,12 @@ Each refresh first takes a note whose worker died mid-run (`indexing`, lease exp
 is in no user's turn, and waited behind every backlog in this module's first version
 (found by review). When no user has a due note (all in back-off), an idle poll costs one
 claim, as before.
+
+Turns are taken between notes, so a long note would hold its worker to the end: two 2 MB
+notes of one user held both in-process workers for 207 s while another user's one-line
+note waited (found by review). A run that has embedded for `turn_s` hands its worker over
+when another user has a due note (`turn_over_check`; the run's vectors so far wait in the
+embedding cache and its next run resumes from them).
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import deque
-from datetime import datetime
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from bson import ObjectId
@@ -61,6 +68,11 @@ class AuthorRotation:
         self._order: deque[Author] = deque()
         self._read_at = float("-inf")
         self._stale = False  # dead workers' notes may be waiting (checked since the refresh)
+
+    def refresh_now(self) -> None:
+        """Read the authors again at the next claim (a run just handed its worker over to
+        another user's note, which a list up to `refresh_s` old may not hold)."""
+        self._read_at = float("-inf")
 
     async def claim(self, claims: Claims) -> Note:
         """The next author's most overdue note; on a refresh, a dead worker's note first;
@@ -125,3 +137,18 @@ class LeaseClaims:
     async def any(self, note_id: ObjectId | None = None) -> Note:
         """The most overdue claimable note (or `note_id`, if claimable)."""
         return await self.queue.claim(**self.lease, note_id=note_id)
+
+
+def turn_over_check(
+    queue: IndexQueue, author: Author, turn_s: float
+) -> Callable[[], Awaitable[bool]]:
+    """For a run of `author`'s note starting now: whether it should hand its worker over,
+    i.e. it has run `turn_s` and another author has a note due."""
+    started = time.monotonic()
+
+    async def turn_over() -> bool:
+        if time.monotonic() - started < turn_s:
+            return False
+        return await queue.others_due(author, datetime.now(UTC))
+
+    return turn_over

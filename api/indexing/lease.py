@@ -100,6 +100,7 @@ class ReconcilerConfig:
     max_attempts: int = 5
     backoff_base_s: float = 2.0
     backoff_max_s: float = 600.0
+    turn_s: float = 10.0  # a run embedding longer hands over to another user's note
 
 
 async def record_failure(

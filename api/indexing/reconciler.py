@@ -27,7 +27,7 @@ from pymongo.errors import OperationFailure
 from api import observability as obs
 from api.indexing.cache_repository import EmbeddingCacheRepository
 from api.indexing.chunks_repository import ChunksRepository
-from api.indexing.fairness import AuthorRotation, LeaseClaims
+from api.indexing.fairness import AuthorRotation, LeaseClaims, turn_over_check
 from api.indexing.lease import (
     ReconcilerConfig,
     claim_or_hand_back,
@@ -36,7 +36,7 @@ from api.indexing.lease import (
     while_unavailable,
 )
 from api.indexing.records import chunk_document, index_fields, index_stats
-from api.indexing.reuse import cache_evicted, vectors_for
+from api.indexing.reuse import TurnOver, cache_evicted, vectors_for
 from api.notes.queue import IndexQueue, lease_expiry
 from api.notes.stored import check_indexable, note_content, note_status, note_tags, note_title
 from api.notes.versioning import whole_version
@@ -50,7 +50,7 @@ IndexListener = Callable[[dict[str, Any]], Awaitable[None]]
 @dataclass(frozen=True, slots=True)
 class IndexOutcome:
     note_id: ObjectId
-    status: str  # indexed | pending | failed | lost_lease
+    status: str  # indexed | pending | failed | lost_lease | handed_over
     stats: dict[str, Any] | None = None
     error: str | None = None
 
@@ -99,16 +99,24 @@ class Reconciler:
             return None
         structlog.contextvars.bind_contextvars(job_id=token, note_id=str(note["_id"]))
         try:
-            return await self._run_claimed(note, token)
+            return await self._run_claimed(note, token, turns=note_id is None)
         finally:
             structlog.contextvars.unbind_contextvars("job_id", "note_id")
 
-    async def _run_claimed(self, note: dict[str, Any], token: str) -> IndexOutcome:
+    async def _run_claimed(self, note: dict[str, Any], token: str, *, turns: bool) -> IndexOutcome:
+        """`turns`: the run may hand its worker to another user's note (not when a caller
+        waits for this very note: synchronous indexing)."""
         heartbeat = asyncio.create_task(
             keep_lease(self.queue, note["_id"], token, self.config.lease_s)
         )
+        turn_over = turn_over_check(self.queue, note.get("author_id"), self.config.turn_s)
         try:
-            stats = await self._index(note, token)
+            stats = await self._index(note, token, turn_over if turns else None)
+        except TurnOver as handed:
+            await self.queue.release(note["_id"], token)  # due at once, not an attempt
+            self.rotation.refresh_now()
+            log.info("note.index_handed_over", embedded=handed.embedded)
+            return IndexOutcome(note["_id"], "handed_over")
         except asyncio.CancelledError:
             # Shutdown: hand the note back so another worker can take it at once (if this
             # fails, the lease simply expires). Chunks of the unfinished version are
@@ -137,7 +145,12 @@ class Reconciler:
         return IndexOutcome(note["_id"], "failed" if gave_up else "pending", error=error)
 
     # ---- the work ---------------------------------------------------------------------
-    async def _index(self, note: dict[str, Any], token: str) -> dict[str, Any] | None:
+    async def _index(
+        self,
+        note: dict[str, Any],
+        token: str,
+        turn_over: Callable[[], Awaitable[bool]] | None = None,
+    ) -> dict[str, Any] | None:
         started = time.perf_counter()
         note_id, version = note["_id"], whole_version(note.get("version"))
         if note_status(note) != "active":
@@ -173,6 +186,7 @@ class Reconciler:
             model_key=self.model_key,
             cache=self.cache,
             stored=self.chunks,
+            turn_over=turn_over,
         )
         now = datetime.now(UTC)
         docs = [

@@ -5,6 +5,7 @@ a reused vector shows in stats and timing). Vectors that leave `note_chunks` go 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,15 @@ from api.indexing.cache_repository import EmbeddingCacheRepository
 from api.indexing.chunks_repository import ChunksRepository
 from api.indexing.vectors import to_bson_vector
 from connectors.embeddings.base import EmbeddingError
+
+
+class TurnOver(Exception):
+    """A long embedding handed its worker to another user's due note: what it embedded so
+    far is in the author's embedding cache, so the note's next run resumes from there."""
+
+    def __init__(self, embedded: int) -> None:
+        super().__init__(f"handed over after embedding {embedded} texts")
+        self.embedded = embedded
 
 
 async def vectors_for(
@@ -24,9 +34,15 @@ async def vectors_for(
     model_key: str,
     cache: EmbeddingCacheRepository,
     stored: ChunksRepository,
+    turn_over: Callable[[], Awaitable[bool]] | None = None,
 ) -> tuple[dict[str, Any], int, int]:
     """({content_hash: BSON vector} for every chunk, texts embedded, tokens embedded),
-    embedding only texts seen nowhere, in one batch."""
+    embedding only texts seen nowhere.
+
+    An embedder with a `slice_texts` (the local model, bound by this machine's CPU) gets
+    them in slices of that many, shortest first; after each slice `turn_over()` may ask to
+    hand the worker over (another user's note is waiting): the slices done go to the cache
+    and `TurnOver` is raised. Others get one call (OpenAI: batched, concurrent requests)."""
     found: dict[str, Any] = {
         d["content_hash"]: d["embedding"]
         for d in existing
@@ -43,13 +59,25 @@ async def vectors_for(
         return found, 0, 0
     texts = {c.content_hash: c.embedding_text for c in chunks if c.content_hash in missing}
     order = list(texts)
-    batch = await embedder.embed([texts[h] for h in order])
-    vecs = np.asarray(batch.vectors, dtype=np.float32)
-    if vecs.shape != (len(order), embedder.dimensions):
-        raise EmbeddingError(f"embedder returned shape {vecs.shape}", retryable=True)
-    for h, vec in zip(order, vecs, strict=True):
-        found[h] = to_bson_vector(vec)
-    return found, len(order), int(batch.tokens)
+    size = getattr(embedder, "slice_texts", None) if turn_over is not None else None
+    if size:
+        order.sort(key=lambda h: len(texts[h]))  # similar lengths in a slice: less padding
+    size = size or len(order)
+    fresh: dict[str, Any] = {}
+    tokens = 0
+    for start in range(0, len(order), size):
+        part = order[start : start + size]
+        batch = await embedder.embed([texts[h] for h in part])
+        vecs = np.asarray(batch.vectors, dtype=np.float32)
+        if vecs.shape != (len(part), embedder.dimensions):
+            raise EmbeddingError(f"embedder returned shape {vecs.shape}", retryable=True)
+        fresh.update((h, to_bson_vector(vec)) for h, vec in zip(part, vecs, strict=True))
+        tokens += int(batch.tokens)
+        if start + size < len(order) and turn_over is not None and await turn_over():
+            await cache.put_many(note["author_id"], model_key, fresh)
+            raise TurnOver(len(fresh))
+    found.update(fresh)
+    return found, len(order), tokens
 
 
 async def cache_evicted(

@@ -40,6 +40,7 @@ def build_indexing(
             max_attempts=settings.autonote_index_max_attempts,
             backoff_base_s=settings.autonote_index_backoff_base_s,
             backoff_max_s=settings.autonote_index_backoff_max_s,
+            turn_s=settings.autonote_index_turn_s,
         ),
         listeners=listeners,
     )

@@ -230,5 +230,5 @@ class IndexWorkers:
             outcome = await self.reconciler.run_once()
             if outcome is None:
                 return done
-            done += 1
+            done += outcome.status != "handed_over"
         raise TimeoutError(f"queue not drained within {timeout_s}s ({done} notes indexed)")

@@ -154,6 +154,11 @@ class IndexQueue:
             authors.append(None)
         return authors
 
+    async def others_due(self, author_id: ObjectId | None, now: datetime) -> bool:
+        """Whether an author other than `author_id` has a note due now."""
+        query = {**_due(now), "author_id": {"$ne": author_id}}
+        return await self.collection.find_one(query, {"_id": 1}) is not None
+
     async def extend_lease(self, note_id: ObjectId, token: str, until: datetime) -> bool:
         result = await self.collection.update_one(
             {"_id": note_id, "lease_token": token}, {"$set": {"lease_expires_at": until}}

@@ -109,6 +109,9 @@ class LocalEmbedder:
                     f"'{package}' package (pip install autonote pulls it in)"
                 )
         self._batch_size = batch_size
+        # The indexer embeds a long note in slices of this many texts (a few seconds each
+        # on 2 cores), so it can hand its worker to another user's note between them.
+        self.slice_texts = 4 * batch_size
         self._intra_op_threads = intra_op_threads
         # One Rust tokenizer shared by sizing and inference: nothing mutates it after this.
         self._tok = _load_tokenizer(self._tokenizer_path)

@@ -10,6 +10,7 @@ from bson import ObjectId
 
 from api.indexing.fairness import AuthorRotation
 from tests.conftest import Api, running_app
+from tests.helpers import sectioned_note
 
 
 class FakeQueue:
@@ -205,3 +206,43 @@ async def test_an_author_whose_only_due_note_is_leased_gets_no_turn(make_setting
         assert sorted(map(str, await IndexQueue(api.container.db).due_authors(later))) == sorted(
             [str(bob), str(alice_note["author_id"])]
         )
+
+
+async def test_a_long_note_hands_its_worker_to_another_users_note(make_settings: Any) -> None:
+    """Turns were taken between notes only: two 2 MB notes of one user held both workers
+    for 207 s while another user's one-line note waited (found by review). A run that has
+    embedded for `turn_s` hands over when another user has a note due, and the next run of
+    its note resumes from the embedding cache."""
+    settings = make_settings(autonote_index_workers=0, autonote_index_turn_s=0.001)
+    async with running_app(settings) as api:
+        alice, bob = await api.new_user("alice"), await api.new_user("bob")
+        api.container.embedder.slice_texts = 4
+        body = {"title": "Long", "content_md": sectioned_note(40, seed=3)}
+        long_id = (await api.client.post("/v1/notes", json=body, headers=bob)).json()["id"]
+        reconciler = api.container.indexing.reconciler
+        embed = api.container.embedder.embed
+        slices: list[int] = []
+        alice_note: list[str] = []
+
+        async def embed_and_meanwhile_alice_writes(texts: list[str]) -> Any:
+            slices.append(len(texts))
+            if len(slices) == 2:  # Bob's run is well under way
+                note = {"title": "Short", "content_md": "one line"}
+                r = await api.client.post("/v1/notes", json=note, headers=alice)
+                alice_note.append(r.json()["id"])
+            return await embed(texts)
+
+        api.container.embedder.embed = embed_and_meanwhile_alice_writes
+        first = await reconciler.run_once()
+        assert first is not None and first.status == "handed_over", first
+        assert str(first.note_id) == long_id and len(slices) == 2
+        second = await reconciler.run_once()
+        assert second is not None and str(second.note_id) == alice_note[0]
+        assert second.status == "indexed"
+        third = await reconciler.run_once()
+        assert third is not None and str(third.note_id) == long_id and third.status == "indexed"
+        note = (await api.client.get(f"/v1/notes/{long_id}", headers=bob)).json()
+        stats = note["last_index_stats"]
+        # The two slices embedded before the hand-over came back from the cache.
+        assert stats["reused"] >= 8 and stats["embedded"] + stats["reused"] == stats["chunks"]
+        assert note["index_attempts"] == 0 and note["index_status"] == "indexed"
