@@ -21,6 +21,7 @@ BENCHMARKS = [
     "chunking",
     "chunking_hostile",
     "chunk_quality",
+    "embedding_memory",
     "indexing",
     "notes_api",
     "retrieval",
