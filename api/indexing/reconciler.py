@@ -15,7 +15,6 @@ import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,7 +34,7 @@ from api.indexing.lease import (
     record_failure,
     while_unavailable,
 )
-from api.indexing.records import chunk_document, index_fields, index_stats
+from api.indexing.records import IndexOutcome, chunk_document, index_fields, index_stats
 from api.indexing.reuse import TurnOver, cache_evicted, vectors_for
 from api.notes.queue import IndexQueue, lease_expiry
 from api.notes.stored import check_indexable, note_content, note_status, note_tags, note_title
@@ -45,14 +44,6 @@ log = structlog.get_logger(__name__)
 
 # Called after a note's searchable chunks changed (the local search index listens).
 IndexListener = Callable[[dict[str, Any]], Awaitable[None]]
-
-
-@dataclass(frozen=True, slots=True)
-class IndexOutcome:
-    note_id: ObjectId
-    status: str  # indexed | pending | failed | lost_lease | handed_over
-    stats: dict[str, Any] | None = None
-    error: str | None = None
 
 
 class Reconciler:
@@ -189,12 +180,14 @@ class Reconciler:
             turn_over=turn_over,
         )
         now = datetime.now(UTC)
-        docs = [
-            chunk_document(
-                note, version, c, vectors[c.content_hash], model_key=self.model_key, now=now
-            )
-            for c in chunks
-        ]
+        docs = await asyncio.to_thread(  # thousands for a big note: off the event loop
+            lambda: [
+                chunk_document(
+                    note, version, c, vectors[c.content_hash], model_key=self.model_key, now=now
+                )
+                for c in chunks
+            ]
+        )
         stats = index_stats(len(chunks), embedded, tokens, started)
 
         if current_version == version:

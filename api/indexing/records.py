@@ -1,16 +1,29 @@
-"""What the reconciler writes, built without I/O: chunk documents, index fields, stats, and
-the retry back-off. Kept apart from the reconciler so each rule is tested directly."""
+"""What the reconciler writes, built without I/O: chunk documents, index fields, stats, the
+retry back-off, and the outcome of a run. Kept apart from the reconciler so each rule is tested directly."""
 
 from __future__ import annotations
 
 import random
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+
+from bson import ObjectId
 
 from api.db.ids import new_object_id
 from api.notes.stored import note_tags
 from api.services.chunking import MarkdownChunk
+
+
+@dataclass(frozen=True, slots=True)
+class IndexOutcome:
+    """What one run did to one note."""
+
+    note_id: ObjectId
+    status: str  # indexed | pending | failed | lost_lease | handed_over
+    stats: dict[str, Any] | None = None
+    error: str | None = None
 
 
 def backoff_seconds(

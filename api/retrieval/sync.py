@@ -116,7 +116,7 @@ class LocalIndexSync:
             by_note[chunk["note_id"]].append(chunk)
         loaded = 0
         for note in notes:
-            loaded += self._apply(note, by_note[note["_id"]])
+            loaded += await asyncio.to_thread(self._apply, note, by_note[note["_id"]])
         return loaded
 
     def _apply(self, note: dict[str, Any], chunks: list[dict[str, Any]]) -> int:
@@ -140,7 +140,9 @@ class LocalIndexSync:
         if self._applied.get(note_id) == (version, note.get("indexed_at")):
             return
         chunks = await self._chunks.for_version(note["_id"], int(version), with_vectors=True)
-        self._apply(note, chunks)
+        # Off the event loop: records and FTS5 rows for a 2 MB note's 4 800 chunks held
+        # every request for 0.8-1.9 s (found by review). The index is thread-safe.
+        await asyncio.to_thread(self._apply, note, chunks)
 
     def remove(self, note_id: ObjectId) -> None:
         """A note was purged: drop it now (the poll cannot see deleted documents)."""
