@@ -1,5 +1,6 @@
 """What the reconciler writes, built without I/O: chunk documents, index fields, stats, the
-retry back-off, and the outcome of a run. Kept apart from the reconciler so each rule is tested directly."""
+retry back-off, and the outcome of a run. Kept apart from the reconciler so each rule is
+tested directly."""
 
 from __future__ import annotations
 
