@@ -7,8 +7,9 @@ converts one file at a time, within the process-wide limit."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,7 +60,25 @@ class ImportService:
         self._sandbox = sandbox
         self._gate = asyncio.Semaphore(concurrency)
         self._converting: set[str] = set()  # users with a conversion running
+        self._importing: set[str] = set()  # users with an import request being read or run
         self._turn = asyncio.Condition()
+
+    @contextlib.asynccontextmanager
+    async def request_turn(self, user: User) -> AsyncIterator[None]:
+        """One import request per user at a time, taken before its body is read: the files
+        of a request are held in memory while they wait for conversion, and one user's 12
+        concurrent uploads of 50 MB held 1.2 GB (found by review). Later requests wait with
+        their bodies unread."""
+        uid = str(user.id)
+        async with self._turn:
+            await self._turn.wait_for(lambda: uid not in self._importing)
+            self._importing.add(uid)
+        try:
+            yield
+        finally:
+            async with self._turn:
+                self._importing.discard(uid)
+                self._turn.notify_all()
 
     async def _convert(self, user: User, filename: str, data: bytes) -> Any:
         """One conversion of `user` at a time, at most `concurrency` in all: a user

@@ -140,23 +140,25 @@ async def import_notes(
     matter, the first H1, or the file name; tags from front matter, plus the `tags` fields
     for every note. Each file succeeds or fails on its own: failures are listed with a
     reason, the rest are imported. An unknown field or an invalid tag fails the whole
-    request (422) before anything is stored."""
+    request (422) before anything is stored. A user's import requests run one at a time
+    (a second one waits, its body unread, until the first is done)."""
     settings = container.settings
     limit = settings.autonote_max_import_files
-    form = await read_multipart(request, max_files=limit, max_fields=200)
-    try:
-        files, options = _import_parts(form)
-        payload: list[tuple[str, bytes]] = []
-        for upload in files:
-            # One byte over is enough for the import to list the file as `too_large`
-            # (each file succeeds or fails on its own); the rest is never read.
-            data = await upload.read(settings.autonote_max_import_file_bytes + 1)
-            payload.append((upload.filename or "untitled", data))
-    finally:
-        await form.close()
-    report = await container.imports.import_files(
-        user, payload, extra_tags=options.tags, abandoned=request.is_disconnected
-    )
+    async with container.imports.request_turn(user):
+        form = await read_multipart(request, max_files=limit, max_fields=200)
+        try:
+            files, options = _import_parts(form)
+            payload: list[tuple[str, bytes]] = []
+            for upload in files:
+                # One byte over is enough for the import to list the file as `too_large`
+                # (each file succeeds or fails on its own); the rest is never read.
+                data = await upload.read(settings.autonote_max_import_file_bytes + 1)
+                payload.append((upload.filename or "untitled", data))
+        finally:
+            await form.close()
+        report = await container.imports.import_files(
+            user, payload, extra_tags=options.tags, abandoned=request.is_disconnected
+        )
     return ImportResult(
         imported=[
             ImportedFile(filename=f, note=NoteSummary.from_doc(d), warnings=w)
