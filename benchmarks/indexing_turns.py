@@ -169,7 +169,7 @@ async def main_async(rounds: int, sections: int, head_start_s: float) -> list[di
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--sections", type=int, default=300)
+    parser.add_argument("--sections", type=int, default=1200)
     parser.add_argument("--head-start", type=float, default=3.0, help="seconds before Bob")
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args()

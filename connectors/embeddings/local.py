@@ -150,8 +150,8 @@ class LocalEmbedder:
             )
             # onnxruntime's CPU arena keeps the peak of every padded batch shape it has seen:
             # the API process held ~1.25 GB after indexing, for good (found by review).
-            # Releasing unused arena memory after each run costs ~10 % of embedding time
-            # and leaves ~290 MB (benchmarks/embedding_memory.py).
+            # Releasing unused arena memory after each run costs 10-15 % of embedding time
+            # and keeps 0.4x the memory (benchmarks/embedding_memory.py).
             run_options = ort.RunOptions()
             run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
             self._run_options = run_options
