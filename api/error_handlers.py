@@ -14,7 +14,7 @@ from pymongo.errors import PyMongoError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.db.client import is_unavailable
-from api.errors import DomainError
+from api.errors import DatabaseUnavailable, DomainError
 
 log = structlog.get_logger(__name__)
 
@@ -75,16 +75,19 @@ async def http_error(_: Request, exc: Exception) -> JSONResponse:
     return _json(exc.status_code, code, exc.detail, getattr(exc, "headers", None))
 
 
+def database_unavailable(exc: Exception, path: str) -> DatabaseUnavailable | None:
+    """The 503 for a database error that means "unavailable" (logged), else None."""
+    if not is_unavailable(exc):
+        return None
+    log.warning("db.unavailable", error=type(exc).__name__, path=path)
+    return DatabaseUnavailable("the database is unavailable; retry shortly")
+
+
 async def database_error(request: Request, exc: Exception) -> JSONResponse:
-    if is_unavailable(exc):
-        log.warning("db.unavailable", error=type(exc).__name__, path=request.url.path)
-        return _json(
-            503,
-            "database_unavailable",
-            "the database is unavailable; retry shortly",
-            {"Retry-After": "1"},
-        )
-    raise exc  # a real query error is a bug: RequestContextMiddleware answers 500
+    unavailable = database_unavailable(exc, request.url.path)
+    if unavailable is None:
+        raise exc  # a real query error is a bug: RequestContextMiddleware answers 500
+    return await domain_error(request, unavailable)
 
 
 def install_error_handlers(app: FastAPI) -> None:

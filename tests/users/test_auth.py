@@ -140,3 +140,25 @@ async def test_who_asks_is_checked_before_the_body_is_read(api: Api) -> None:
     assert (await _raw_post(api, "/v1/search", h, b"{not json"))[0] == 400
     r = await api.client.post("/v1/search", json={"query": "x"}, headers=h)
     assert r.status_code == 200, r.text
+
+
+async def test_a_database_outage_is_one_503_before_the_body_is_read(api: Api) -> None:
+    """With the database unavailable the middleware let the request go on, and the
+    dependency asked the database again: two server-selection timeouts (6 s instead of 3
+    with the default 3 s; found by review) and the body parsed after all. Now the key is
+    asked for once and the 503 comes at once."""
+    from pymongo.errors import ServerSelectionTimeoutError
+
+    h = await api.new_user()
+    calls: list[str | None] = []
+
+    async def down(authorization: str | None) -> Any:
+        calls.append(authorization)
+        raise ServerSelectionTimeoutError("no servers found")
+
+    api.container.users.authenticate = down  # the database stops answering
+    assert await _raw_post(api, "/v1/search", h, b"[" + b"1," * 1000 + b"1]") == (503, 0)
+    assert len(calls) == 1
+    r = await api.client.get("/v1/me", headers=h)
+    assert r.status_code == 503 and r.json()["error"] == "database_unavailable"
+    assert r.headers["retry-after"] == "1" and len(calls) == 2
