@@ -27,7 +27,7 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from bson import ObjectId
@@ -35,6 +35,9 @@ from bson import ObjectId
 from api.notes.queue import IndexQueue
 
 MAX_PROBES = 16  # users tried per claim before taking the most overdue note of anyone
+# Another user's note counts as waiting (worth a hand-over) once it has been due this long:
+# an idle worker, polling every AUTONOTE_INDEX_POLL_S (0.5 s), would have claimed it.
+WAITING_S = 2.0
 
 Author = ObjectId | None  # None: notes without an author
 Note = dict[str, Any] | None
@@ -141,14 +144,21 @@ class LeaseClaims:
 
 def turn_over_check(
     queue: IndexQueue, author: Author, turn_s: float
-) -> Callable[[], Awaitable[bool]]:
-    """For a run of `author`'s note starting now: whether it should hand its worker over,
-    i.e. it has run `turn_s` and another author has a note due."""
-    started = time.monotonic()
+) -> Callable[[float], Awaitable[bool]]:
+    """For a run of `author`'s note claimed now: whether, having embedded since
+    `embedding_started` (a `time.monotonic()` reading), it should hand its worker over.
 
-    async def turn_over() -> bool:
-        if time.monotonic() - started < turn_s:
+    Only once it has embedded for `turn_s` AND for as long as it took to get there (chunking
+    and reading a big note): counting from the claim, a note whose chunking took about
+    `turn_s` was handed over after every slice and chunked again each time (found by
+    review). And only for another author's note due for WAITING_S already: a worker that
+    is idle would have taken it by then."""
+    claimed = time.monotonic()
+
+    async def turn_over(embedding_started: float) -> bool:
+        embedded_for = time.monotonic() - embedding_started
+        if embedded_for < max(turn_s, embedding_started - claimed):
             return False
-        return await queue.others_due(author, datetime.now(UTC))
+        return await queue.others_due(author, datetime.now(UTC) - timedelta(seconds=WAITING_S))
 
     return turn_over

@@ -9,6 +9,7 @@ retried, or the note sits unclaimable (or keeps stale chunks) until a sweep.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -68,6 +69,23 @@ async def while_unavailable(event: str, op: Callable[[], Awaitable[Any]], budget
             log.info(event, retry_in_s=delay, error=type(exc).__name__)
         await asyncio.sleep(delay)
         delay = min(delay * 2, 5.0)
+
+
+async def hand_back(
+    queue: IndexQueue,
+    note_id: ObjectId,
+    token: str,
+    progress: dict[str, float],
+    budget_s: float,
+) -> None:
+    """Give back a note whose run handed its worker over: due at once, not an attempt, its
+    work so far recorded. Retried while the database is down (an unguarded release left
+    the note `indexing` for a whole lease, then counted the run as an attempt; found by
+    review); if it never comes back, the lease runs out instead."""
+    with contextlib.suppress(PyMongoError):
+        await while_unavailable(
+            "note.hand_over_retry", lambda: queue.release(note_id, token, progress), budget_s
+        )
 
 
 async def claim_or_hand_back(

@@ -30,6 +30,7 @@ from api.indexing.fairness import AuthorRotation, LeaseClaims, turn_over_check
 from api.indexing.lease import (
     ReconcilerConfig,
     claim_or_hand_back,
+    hand_back,
     keep_lease,
     record_failure,
     while_unavailable,
@@ -104,9 +105,9 @@ class Reconciler:
         try:
             stats = await self._index(note, token, turn_over if turns else None)
         except TurnOver as handed:
-            await self.queue.release(note["_id"], token)  # due at once, not an attempt
+            await hand_back(self.queue, note["_id"], token, handed.progress, self.config.lease_s)
             self.rotation.refresh_now()
-            log.info("note.index_handed_over", embedded=handed.embedded)
+            log.info("note.index_handed_over", **handed.progress)
             return IndexOutcome(note["_id"], "handed_over")
         except asyncio.CancelledError:
             # Shutdown: hand the note back so another worker can take it at once (if this
@@ -140,7 +141,7 @@ class Reconciler:
         self,
         note: dict[str, Any],
         token: str,
-        turn_over: Callable[[], Awaitable[bool]] | None = None,
+        turn_over: Callable[[float], Awaitable[bool]] | None = None,
     ) -> dict[str, Any] | None:
         started = time.perf_counter()
         note_id, version = note["_id"], whole_version(note.get("version"))
@@ -188,7 +189,7 @@ class Reconciler:
                 for c in chunks
             ]
         )
-        stats = index_stats(len(chunks), embedded, tokens, started)
+        stats = index_stats(len(chunks), embedded, tokens, started, note.get("index_progress"))
 
         if current_version == version:
             return await self._swap_same_version(

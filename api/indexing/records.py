@@ -71,15 +71,30 @@ def chunk_document(
     }
 
 
-def index_stats(chunks: int, embedded: int, tokens: int, started: float) -> dict[str, Any]:
+def index_stats(
+    chunks: int,
+    embedded: int,
+    tokens: int,
+    started: float,
+    carried: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The run's `last_index_stats`: chunks not embedded were reused; `started` is a
-    `time.perf_counter()` reading."""
+    `time.perf_counter()` reading. `carried`: the note's `index_progress`, the work of runs
+    that handed the note over before this one completed it (their vectors come back here
+    from the cache, but they were embedded for this note, not reused)."""
+    carried = carried if isinstance(carried, dict) else {}
+
+    def prior(key: str) -> float:
+        value = carried.get(key)
+        return value if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+    embedded += int(prior("embedded"))
     return {
         "chunks": chunks,
         "embedded": embedded,
-        "reused": chunks - embedded,
-        "tokens_embedded": tokens,
-        "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+        "reused": max(0, chunks - embedded),
+        "tokens_embedded": tokens + int(prior("tokens")),
+        "duration_ms": round((time.perf_counter() - started) * 1000 + prior("ms"), 2),
     }
 
 
@@ -102,4 +117,5 @@ def index_fields(
         "embedding_model": model_key,
         "last_chunked_at": datetime.now(UTC),
         "last_index_stats": stats,
+        "index_progress": None,  # handed-over runs' work, now in `stats`
     }

@@ -5,6 +5,7 @@ a reused vector shows in stats and timing). Vectors that leave `note_chunks` go 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -18,11 +19,12 @@ from connectors.embeddings.base import EmbeddingError
 
 class TurnOver(Exception):
     """A long embedding handed its worker to another user's due note: what it embedded so
-    far is in the author's embedding cache, so the note's next run resumes from there."""
+    far is in the author's embedding cache, so the note's next run resumes from there.
+    `progress` is that work (texts, tokens, milliseconds), for the note's stats."""
 
-    def __init__(self, embedded: int) -> None:
+    def __init__(self, embedded: int, tokens: int, ms: float) -> None:
         super().__init__(f"handed over after embedding {embedded} texts")
-        self.embedded = embedded
+        self.progress = {"embedded": embedded, "tokens": tokens, "ms": round(ms, 2)}
 
 
 async def vectors_for(
@@ -34,15 +36,16 @@ async def vectors_for(
     model_key: str,
     cache: EmbeddingCacheRepository,
     stored: ChunksRepository,
-    turn_over: Callable[[], Awaitable[bool]] | None = None,
+    turn_over: Callable[[float], Awaitable[bool]] | None = None,
 ) -> tuple[dict[str, Any], int, int]:
     """({content_hash: BSON vector} for every chunk, texts embedded, tokens embedded),
     embedding only texts seen nowhere.
 
     An embedder with a `slice_texts` (the local model, bound by this machine's CPU) gets
-    them in slices of that many, shortest first; after each slice `turn_over()` may ask to
-    hand the worker over (another user's note is waiting): the slices done go to the cache
-    and `TurnOver` is raised. Others get one call (OpenAI: batched, concurrent requests)."""
+    them in slices of that many, shortest first; after each slice `turn_over(when the
+    embedding started)` may ask to hand the worker over (another user's note is waiting):
+    the slices done go to the cache and `TurnOver` is raised. Others get one call (OpenAI:
+    batched, concurrent requests)."""
     found: dict[str, Any] = {
         d["content_hash"]: d["embedding"]
         for d in existing
@@ -65,6 +68,7 @@ async def vectors_for(
     size = size or len(order)
     fresh: dict[str, Any] = {}
     tokens = 0
+    embedding_started = time.monotonic()
     for start in range(0, len(order), size):
         part = order[start : start + size]
         batch = await embedder.embed([texts[h] for h in part])
@@ -73,9 +77,14 @@ async def vectors_for(
             raise EmbeddingError(f"embedder returned shape {vecs.shape}", retryable=True)
         fresh.update((h, to_bson_vector(vec)) for h, vec in zip(part, vecs, strict=True))
         tokens += int(batch.tokens)
-        if start + size < len(order) and turn_over is not None and await turn_over():
+        if (
+            start + size < len(order)
+            and turn_over is not None
+            and await turn_over(embedding_started)
+        ):
             await cache.put_many(note["author_id"], model_key, fresh)
-            raise TurnOver(len(fresh))
+            ms = (time.monotonic() - embedding_started) * 1000
+            raise TurnOver(len(fresh), tokens, ms)
     found.update(fresh)
     return found, len(order), tokens
 

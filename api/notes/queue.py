@@ -218,12 +218,21 @@ class IndexQueue:
             {"$set": {"index_status": "pending", "next_attempt_at": now, "index_attempts": 0}},
         )
 
-    async def release(self, note_id: ObjectId, token: str) -> bool:
-        """Give a claimed note back untouched (shutdown): claimable at once, and the
-        interrupted run does not count as an attempt."""
-        result = await self.collection.update_one(
-            {"_id": note_id, "lease_token": token}, _HAND_BACK
-        )
+    async def release(
+        self, note_id: ObjectId, token: str, progress: dict[str, float] | None = None
+    ) -> bool:
+        """Give a claimed note back untouched (shutdown, or a hand-over to another user's
+        note): claimable at once, and the interrupted run does not count as an attempt.
+        `progress` (embedded, tokens, ms) adds to the note's `index_progress`, which the
+        run that completes the note reports in its stats and clears."""
+        update = _HAND_BACK
+        if progress:
+            carried = {
+                key: {"$add": [{"$ifNull": [f"$index_progress.{key}", 0]}, value]}
+                for key, value in progress.items()
+            }
+            update = [*_HAND_BACK, {"$set": {"index_progress": carried}}]
+        result = await self.collection.update_one({"_id": note_id, "lease_token": token}, update)
         return result.modified_count == 1
 
     async def release_unconfirmed_claim(

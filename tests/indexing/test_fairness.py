@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from bson import ObjectId
 
+from api.indexing import fairness
 from api.indexing.fairness import AuthorRotation
 from tests.conftest import Api, running_app
 from tests.helpers import sectioned_note
@@ -208,12 +211,15 @@ async def test_an_author_whose_only_due_note_is_leased_gets_no_turn(make_setting
         )
 
 
-async def test_a_long_note_hands_its_worker_to_another_users_note(make_settings: Any) -> None:
+async def test_a_long_note_hands_its_worker_to_another_users_note(
+    make_settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Turns were taken between notes only: two 2 MB notes of one user held both workers
     for 207 s while another user's one-line note waited (found by review). A run that has
     embedded for `turn_s` hands over when another user has a note due, and the next run of
     its note resumes from the embedding cache."""
     settings = make_settings(autonote_index_workers=0, autonote_index_turn_s=0.001)
+    monkeypatch.setattr(fairness, "WAITING_S", 0.0)  # Alice's note counts as waiting at once
     async with running_app(settings) as api:
         alice, bob = await api.new_user("alice"), await api.new_user("bob")
         api.container.embedder.slice_texts = 4
@@ -243,6 +249,62 @@ async def test_a_long_note_hands_its_worker_to_another_users_note(make_settings:
         assert third is not None and str(third.note_id) == long_id and third.status == "indexed"
         note = (await api.client.get(f"/v1/notes/{long_id}", headers=bob)).json()
         stats = note["last_index_stats"]
-        # The two slices embedded before the hand-over came back from the cache.
-        assert stats["reused"] >= 8 and stats["embedded"] + stats["reused"] == stats["chunks"]
+        # The slices embedded before the hand-over come back from the cache, and count as
+        # embedded, not reused (found by review: 4 embedded, 56 reused for a fresh note).
+        assert stats["embedded"] == stats["chunks"] == sum(slices) - 1  # 1: Alice's note
+        assert stats["reused"] == 0
         assert note["index_attempts"] == 0 and note["index_status"] == "indexed"
+        stored = await api.container.db.notes.find_one({"_id": ObjectId(long_id)})
+        assert stored["index_progress"] is None
+
+
+async def test_a_note_slow_to_chunk_is_not_handed_over_after_every_slice(
+    make_settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The turn was counted from the claim: a note whose chunking took about `turn_s`
+    was handed over after every slice and chunked again each time (found by review). A
+    run now embeds at least as long as it took to get there; and a hand-over whose release
+    meets a database blip still hands the note back, not as an attempt."""
+    from pymongo.errors import AutoReconnect
+
+    settings = make_settings(autonote_index_workers=0, autonote_index_turn_s=0.001)
+    monkeypatch.setattr(fairness, "WAITING_S", 0.0)
+    async with running_app(settings) as api:
+        alice, bob = await api.new_user("alice"), await api.new_user("bob")
+        api.container.embedder.slice_texts = 4
+        reconciler = api.container.indexing.reconciler
+        chunk, embed = reconciler.chunker.chunk_note, api.container.embedder.embed
+        chunked: list[str] = []
+
+        def slow_chunk(content: str, title: str) -> Any:
+            chunked.append(title)
+            time.sleep(0.3)  # a big note's chunking
+            return chunk(content, title)
+
+        async def slow_embed(texts: list[str]) -> Any:
+            await asyncio.sleep(0.05)
+            return await embed(texts)
+
+        reconciler.chunker.chunk_note = slow_chunk
+        api.container.embedder.embed = slow_embed
+        body = {"title": "Long", "content_md": sectioned_note(40, seed=3)}
+        long_id = (await api.client.post("/v1/notes", json=body, headers=bob)).json()["id"]
+        short = {"title": "Short", "content_md": "one line"}
+        assert (await api.client.post("/v1/notes", json=short, headers=alice)).status_code == 201
+        release, blips = reconciler.queue.release, [1]
+
+        async def flaky_release(*args: Any) -> Any:
+            if blips:
+                blips.pop()
+                raise AutoReconnect("connection reset")
+            return await release(*args)
+
+        reconciler.queue.release = flaky_release
+        outcomes = []
+        while (outcome := await reconciler.run_once()) is not None:
+            outcomes.append(outcome)
+        long_runs = [o.status for o in outcomes if str(o.note_id) == long_id]
+        assert long_runs[-1] == "indexed" and chunked.count("Long") == len(long_runs) <= 3
+        assert "handed_over" in long_runs and not blips  # the blip was met and retried
+        note = await api.container.db.notes.find_one({"_id": ObjectId(long_id)})
+        assert note["index_status"] == "indexed" and note["last_index_stats"]["reused"] == 0
