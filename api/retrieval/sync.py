@@ -83,6 +83,11 @@ class LocalIndexSync:
         self._notes = NotesSearchQueries(db)
         self._latest: datetime | None = None  # newest `indexed_at` applied
         self._applied: dict[str, tuple[Any, Any]] = {}
+        # Ordering of applies (in a worker thread) and removals (on the loop), per note: see
+        # `_apply_off_loop`.
+        self._tick = 0
+        self._removed_at: dict[str, int] = {}
+        self._apply_started: dict[str, int] = {}
         self._task: asyncio.Task[None] | None = None
         self.loaded = asyncio.Event()
 
@@ -110,13 +115,14 @@ class LocalIndexSync:
         return total
 
     async def _load_batch(self, notes: list[dict[str, Any]]) -> int:
+        started = self._next_tick()
         by_note: dict[ObjectId, list[dict[str, Any]]] = {n["_id"]: [] for n in notes}
         pairs = [(n["_id"], int(n["indexed_version"])) for n in notes]
         async for chunk in self._chunks.iter_versions(pairs):
             by_note[chunk["note_id"]].append(chunk)
         loaded = 0
         for note in notes:
-            loaded += await asyncio.to_thread(self._apply, note, by_note[note["_id"]])
+            loaded += await self._apply_off_loop(note, by_note[note["_id"]], started)
         return loaded
 
     def _apply(self, note: dict[str, Any], chunks: list[dict[str, Any]]) -> int:
@@ -134,20 +140,46 @@ class LocalIndexSync:
         note_id = str(note["_id"])
         version = note.get("indexed_version")
         if note_status(note) != "active" or version is None:
-            self.index.remove_note(note_id)
-            self._applied.pop(note_id, None)
+            self._drop(note_id)
             return
         if self._applied.get(note_id) == (version, note.get("indexed_at")):
             return
+        started = self._next_tick()
         chunks = await self._chunks.for_version(note["_id"], int(version), with_vectors=True)
-        # Off the event loop: records and FTS5 rows for a 2 MB note's 4 800 chunks held
-        # every request for 0.8-1.9 s (found by review). The index is thread-safe.
-        await asyncio.to_thread(self._apply, note, chunks)
+        await self._apply_off_loop(note, chunks, started)
 
     def remove(self, note_id: ObjectId) -> None:
         """A note was purged: drop it now (the poll cannot see deleted documents)."""
-        self.index.remove_note(str(note_id))
-        self._applied.pop(str(note_id), None)
+        self._drop(str(note_id))
+
+    def _next_tick(self) -> int:
+        self._tick += 1
+        return self._tick
+
+    def _drop(self, note_id: str) -> None:
+        self._removed_at[note_id] = self._next_tick()
+        self.index.remove_note(note_id)
+        self._applied.pop(note_id, None)
+
+    async def _apply_off_loop(
+        self, note: dict[str, Any], chunks: list[dict[str, Any]], started: int
+    ) -> int:
+        """`_apply` in a worker thread: records and FTS5 rows for a 2 MB note's 4 800 chunks
+        held every request for 0.8-1.9 s on the event loop (found by review); the index is
+        thread-safe. `started`: the tick taken before the chunks were read. A purge or trash
+        meanwhile (its removal ran at once, on the loop) would be undone by this apply, and
+        nothing would remove the note again (the poll cannot see a deleted document; found
+        by review): unless an apply that began after that removal is putting the note back
+        rightly, the note is removed again."""
+        note_id = str(note["_id"])
+        self._apply_started[note_id] = max(self._apply_started.get(note_id, 0), started)
+        loaded = await asyncio.to_thread(self._apply, note, chunks)
+        removed = self._removed_at.get(note_id, 0)
+        if removed > started and self._apply_started[note_id] < removed:
+            self.index.remove_note(note_id)
+            self._applied.pop(note_id, None)
+            return 0
+        return loaded
 
     async def poll_once(self, page: int = 1000) -> int:
         """Apply commits made since the last poll (by any process); returns notes seen.
