@@ -69,6 +69,10 @@ def chunk_record(doc: dict[str, Any]) -> ChunkRecord:
     )
 
 
+# Notes with more chunks than this are applied in a worker thread (see `_apply_off_loop`).
+_INLINE_APPLY_CHUNKS = 200
+
+
 class LocalIndexSync:
     """Loads and follows `note_chunks` into a `LocalIndex`."""
 
@@ -164,16 +168,21 @@ class LocalIndexSync:
     async def _apply_off_loop(
         self, note: dict[str, Any], chunks: list[dict[str, Any]], started: int
     ) -> int:
-        """`_apply` in a worker thread: records and FTS5 rows for a 2 MB note's 4 800 chunks
-        held every request for 0.8-1.9 s on the event loop (found by review); the index is
-        thread-safe. `started`: the tick taken before the chunks were read. A purge or trash
-        meanwhile (its removal ran at once, on the loop) would be undone by this apply, and
-        nothing would remove the note again (the poll cannot see a deleted document; found
-        by review): unless an apply that began after that removal is putting the note back
-        rightly, the note is removed again."""
+        """`_apply`, in a worker thread for a big note (records and FTS5 rows for a 2 MB
+        note's 4 800 chunks held every request for 0.8-1.9 s on the event loop; found by
+        review; the index is thread-safe), at once for a small one (a note is searchable
+        once its status says indexed: a thread hop would widen that gap for every note).
+
+        `started`: the tick taken before the chunks were read. A purge or trash since then
+        (its removal ran at once) would be undone by this apply, and nothing would remove
+        the note again (the poll cannot see a deleted document; found by review): unless an
+        apply that began after that removal is putting the note back rightly, it goes."""
         note_id = str(note["_id"])
         self._apply_started[note_id] = max(self._apply_started.get(note_id, 0), started)
-        loaded = await asyncio.to_thread(self._apply, note, chunks)
+        if len(chunks) <= _INLINE_APPLY_CHUNKS:
+            loaded = self._apply(note, chunks)
+        else:
+            loaded = await asyncio.to_thread(self._apply, note, chunks)
         removed = self._removed_at.get(note_id, 0)
         if removed > started and self._apply_started[note_id] < removed:
             self.index.remove_note(note_id)

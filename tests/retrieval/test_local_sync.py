@@ -7,14 +7,20 @@ import asyncio
 import threading
 from typing import Any
 
+import pytest
+
+from api.retrieval import sync
 from tests.conftest import running_app
 from tests.helpers import wait_indexed
 
 
-async def test_a_purge_while_the_new_version_is_applied_is_not_undone(make_settings: Any) -> None:
+async def test_a_purge_while_the_new_version_is_applied_is_not_undone(
+    make_settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The new version's chunks are applied in a worker thread (0.8-1.9 s for a 2 MB note):
     a purge meanwhile removed the note at once, then the thread put it back, and nothing
     removed it again (the poll cannot see a deleted document; found by review)."""
+    monkeypatch.setattr(sync, "_INLINE_APPLY_CHUNKS", 0)  # this small note is big enough
     async with running_app(make_settings()) as api:
         h = await api.new_user()
         body = {"title": "t", "content_md": "## A\n\nzymurgy one"}
