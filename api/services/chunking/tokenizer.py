@@ -239,7 +239,11 @@ _HF_GROUP_CHARS = 1 << 18
 # (when the normaliser pads CJK ideographs with spaces) before an ideograph. Other
 # whitespace or control characters may be removed by the normaliser, joining two words.
 _BERT_CUT = r"[ \t\n\r]|(?<=[!-/:-@\[-`{-~])[!-/:-@\[-`{-~]"
-_CJK_CUT = r"|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]"
+# The ideographs BertNormalizer pads (its `is_chinese_char` ranges; not all of the planes).
+_CJK_CUT = (
+    r"|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df\U0002a700-\U0002b81f"
+    r"\U0002b920-\U0002ceaf\U0002f800-\U0002fa1f]"
+)
 
 
 def word_piece_cuts(tokenizer: tokenizers.Tokenizer) -> re.Pattern[str] | None:

@@ -388,3 +388,22 @@ def test_a_long_note_is_word_piece_encoded_in_bounded_pieces(
     assert tok.count_batch([text, "a b", text[:10]]) == [len(whole.ids), 2, 10]
     assert tok.encode(text) == whole.ids
     assert recording.largest <= 5_000
+
+
+def test_every_ideograph_a_segment_may_start_with_keeps_the_tokens() -> None:
+    """The cut before a CJK ideograph is safe only where BertNormalizer pads it with
+    spaces: the first ranges took whole supplementary planes, and a cut before U+2CEB0
+    split 'ab𬺰cd' into two words (found by review). Every code point the rule cuts
+    before, between two words."""
+    from api.services.chunking.tokenizer import segments_at, word_piece_cuts
+
+    backend = minilm_tokenizer().backend
+    cuts = word_piece_cuts(backend)
+    assert cuts is not None
+    points = [cp for cp in range(0x3000, 0x30000) if cuts.fullmatch(chr(cp))]
+    assert len(points) > 80_000
+    for i in range(0, len(points), 4000):
+        text = "".join(f"ab{chr(cp)}cd " for cp in points[i : i + 4000])
+        pieces = segments_at(text, cuts, 1)
+        ids = [t for p in pieces for t in backend.encode(p, add_special_tokens=False).ids]
+        assert ids == backend.encode(text, add_special_tokens=False).ids, hex(points[i])
