@@ -6,16 +6,16 @@ from __future__ import annotations
 import bisect
 import re
 import unicodedata
-from collections import Counter
+from collections.abc import Iterator
 
 from api.chat.context import Citation
 from api.chat.markdown_spans import literal_spans
 
 # [1], [1, 2], [1][3], [1-2] are all ways models cite, after a space or not (`UTC[1]`,
 # `実行されます[1]`); a link's text (`[1](url)`) is not a marker, nor is `[0]` or `[07]`
-# (references count from 1: `items[0]` is code the model left unquoted). `(?P<after>...)`
-# peeks at what follows, to know whether a dropped marker's spaces go with it.
-_REFS = r"[1-9]\d{0,2}(?:\s*[,;–-]\s*[1-9]\d{0,2})*"
+# (references count from 1: `items[0]` is code the model left unquoted; see `_group_refs`).
+# `(?P<after>...)` peeks at what follows, to know whether a dropped marker's spaces go with it.
+_REFS = r"\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*"
 # Spaces on a line, no-break and ideographic ones too ("note\u00a0[9].").
 _SPACES = " \t\u00a0\u3000"
 _SPACE = f"[{_SPACES}]"
@@ -40,14 +40,33 @@ _LIST_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])?[ \t]*\Z")
 
 
 def _group_refs(group: str) -> list[int]:
+    """The references a marker's group cites; a number that is 0 or starts with 0 is none
+    (`[1, 07]` cites 1). A group citing none is no marker (`items[0]`)."""
     refs: list[int] = []
     for part in re.split(r"\s*[,;]\s*", group):
         if re.fullmatch(r"\d+\s*[–-]\s*\d+", part):
-            lo, hi = (int(x) for x in re.split(r"\s*[–-]\s*", part))
-            refs.extend(range(lo, hi + 1) if 0 < hi - lo < 20 else [lo, hi])
-        elif part.strip().isdigit():
+            ends = re.split(r"\s*[–-]\s*", part)
+            if all(_numbered(x) for x in ends):
+                lo, hi = (int(x) for x in ends)
+                refs.extend(range(lo, hi + 1) if 0 < hi - lo < 20 else [lo, hi])
+        elif _numbered(part.strip()):
             refs.append(int(part))
     return refs
+
+
+def _numbered(digits: str) -> bool:
+    return digits.isdigit() and digits[0] != "0"
+
+
+def _markers(answer: str, start: int = 0) -> Iterator[re.Match[str]]:
+    """REF_GROUP matches from `start` that cite something (see `_group_refs`)."""
+    return (m for m in REF_GROUP.finditer(answer, start) if _group_refs(m["refs"]))
+
+
+def _marker_at(answer: str, pos: int) -> re.Match[str] | None:
+    """The marker starting at `pos`, if one does."""
+    match = REF_GROUP.match(answer, pos)
+    return match if match is not None and _group_refs(match["refs"]) else None
 
 
 def _prose(answer: str) -> list[tuple[int, int]]:
@@ -73,7 +92,7 @@ def cited_refs(answer: str) -> list[int]:
     prose = _prose(answer)
     # Over the whole answer, not each span's end: there "(?!\()" could not see that a
     # link's "(url)" follows its text, so "[7](url)" counted as [7] (found by review).
-    for match in REF_GROUP.finditer(answer):
+    for match in _markers(answer):
         if _within(prose, match.start("refs") - 1, match.end()):  # its space may be code
             for ref in _group_refs(match["refs"]):
                 seen.setdefault(ref, None)
@@ -95,12 +114,13 @@ def remove_invented_refs(answer: str, valid: set[int]) -> str:
     out: list[str] = []
     pos = scan = 0
     dropped: list[tuple[int, int]] = []
-    while (match := REF_GROUP.search(answer, scan)) is not None:
+    expected: list[int] = []  # what the cleaned answer cites, marker by marker
+    while (match := next(_markers(answer, scan), None)) is not None:
         scan = match.end()
         if not _within(prose, match.start(), match.end()):
             continue
         run, gaps = [match], []
-        while (nxt := REF_GROUP.match(answer, _GAP.match(answer, run[-1].end()).end())) and (
+        while (nxt := _marker_at(answer, _GAP.match(answer, run[-1].end()).end())) and (
             _within(prose, nxt.start(), nxt.end())
         ):
             gaps.append(answer[run[-1].end() : nxt.start()])
@@ -108,6 +128,7 @@ def remove_invented_refs(answer: str, valid: set[int]) -> str:
         kept = [[r for r in _group_refs(m["refs"]) if r in valid] for m in run]
         if any(kept):
             out.append(answer[pos : match.start()] + _kept_run(answer, run, gaps, kept))
+            expected.extend(r for refs in kept for r in dict.fromkeys(refs))
             pos = scan = run[-1].end()
         else:
             text, pos = _dropped_run(answer, pos, run)
@@ -124,7 +145,7 @@ def remove_invented_refs(answer: str, valid: set[int]) -> str:
     first = _first_kept_char(answer, dropped)
     if answer[:1] not in (" ", "\t") and _within(prose, first, first + 1):
         cleaned = cleaned.lstrip(" \t")
-    if _cites_more(cleaned, answer):
+    if _citations(cleaned) != expected:
         # What surrounded a dropped marker formed a new one ("Step [3[9]] applies." gave
         # "Step [3] applies."): escape the invented markers in place instead, so the
         # answer never cites what the model did not.
@@ -132,17 +153,12 @@ def remove_invented_refs(answer: str, valid: set[int]) -> str:
     return cleaned
 
 
-def _cites_more(cleaned: str, answer: str) -> bool:
-    """Whether `cleaned` cites some reference more often than `answer` did."""
-    return bool(Counter(_citations(cleaned)) - Counter(_citations(answer)))
-
-
 def _citations(answer: str) -> list[int]:
-    """Every reference of every marker outside code, repeats included."""
+    """Every reference of every marker outside code, in order, repeats included."""
     prose = _prose(answer)
     return [
         ref
-        for match in REF_GROUP.finditer(answer)
+        for match in _markers(answer)
         if _within(prose, match.start("refs") - 1, match.end())
         for ref in _group_refs(match["refs"])
     ]
@@ -153,7 +169,7 @@ def _escape_invented(answer: str, prose: list[tuple[int, int]], valid: set[int])
     shows as "[9]" and cites nothing) and the invalid numbers left out of the others."""
     out: list[str] = []
     pos = 0
-    for match in REF_GROUP.finditer(answer):
+    for match in _markers(answer):
         if not _within(prose, match.start("refs") - 1, match.end()):
             continue
         refs = [r for r in _group_refs(match["refs"]) if r in valid]

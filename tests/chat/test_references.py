@@ -138,3 +138,22 @@ def test_index_zero_is_code_not_a_citation() -> None:
     answer = "Take items[0], then arr[07] and the note [1]."
     assert remove_invented_refs(answer, {1}) == answer
     assert cited_refs(answer) == [1]
+
+
+def test_a_new_marker_is_caught_even_where_a_group_lost_a_repeat() -> None:
+    """The check compared how often each reference was cited; '[1, 1]' written as '[1]'
+    left room for a '[1]' formed from '[1[9]]' (found by review). It now compares the
+    citations marker by marker."""
+    cleaned = remove_invented_refs("See [1, 1]. Step [1[9]] applies.", {1})
+    assert cleaned.count("\\[9\\]") == 1 and cited_refs(cleaned) == [1]
+    assert "Step [1\\[9\\]] applies." in cleaned
+
+
+def test_a_zero_padded_number_does_not_hide_the_rest_of_its_group() -> None:
+    """'[1,07]' was no marker at all once zero-padded numbers were refused, so its valid
+    [1] was lost (found by review): the number alone is ignored."""
+    assert cited_refs("Backups [1,07].") == [1]
+    assert remove_invented_refs("Backups [1,07].", {1}) == "Backups [1]."
+    assert remove_invented_refs("Take items[0], arr[00] and [0-2].", {1}) == (
+        "Take items[0], arr[00] and [0-2]."
+    )
