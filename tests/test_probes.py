@@ -88,6 +88,9 @@ async def test_readyz_answers_within_the_database_timeout_when_the_database_stal
         process = api.container.embedded.process
         process.send_signal(signal.SIGSTOP)
         try:
+            # A running process on another core takes SIGSTOP when it is next scheduled:
+            # it answered one more ping first, once, under load (a fresh-clone CI run).
+            await _stopped(process.pid)
             started = time.monotonic()
             r = await api.client.get("/readyz")
             took = time.monotonic() - started
@@ -100,3 +103,14 @@ async def test_readyz_answers_within_the_database_timeout_when_the_database_stal
             await asyncio.sleep(0.1)
         else:
             raise AssertionError("not ready again")
+
+
+async def _stopped(pid: int, timeout_s: float = 5.0) -> None:
+    """Wait until the kernel reports process `pid` stopped (state T)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        stat = Path(f"/proc/{pid}/stat").read_text()  # procfs: no disk wait
+        if stat.rsplit(")", 1)[1].split()[0] == "T":
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"process {pid} did not stop")
