@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
