@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from tests.conftest import Api
@@ -125,3 +126,50 @@ def openai_indexing_settings(
         )
 
     return make
+
+
+@dataclass
+class RawResponse:
+    """What `raw_post` saw: the status, the body sent back, and how often the app read
+    the request body."""
+
+    status: int
+    body: bytes
+    reads: int
+
+
+async def raw_post(
+    app: Any,
+    path: str,
+    headers: dict[str, str],
+    body: bytes,
+    content_type: bytes = b"application/json",
+    on_read: Callable[[], None] | None = None,
+) -> RawResponse:
+    """POST `body` straight to the ASGI `app` (no HTTP client in between), counting the
+    app's reads of the body (`on_read` is called at each)."""
+    reads = 0
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal reads
+        reads += 1
+        if on_read is not None:
+            on_read()
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+        "scheme": "http", "path": path, "raw_path": path.encode(), "root_path": "",
+        "query_string": b"", "client": ("203.0.113.9", 4321), "server": ("test", 80),
+        "headers": [(b"content-type", content_type),
+                    (b"content-length", str(len(body)).encode()),
+                    *((k.lower().encode(), v.encode()) for k, v in headers.items())],
+    }  # fmt: skip
+    await app(scope, receive, send)
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    payload = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return RawResponse(start["status"], payload, reads)

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from api.cli import app as cli
 from tests.conftest import Api, ServedApp
-from tests.helpers import wait_indexed
+from tests.helpers import raw_post, wait_indexed
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -429,32 +429,17 @@ async def test_a_users_second_import_waits_with_its_body_unread(api: Api) -> Non
     reads: list[str] = []
     boundary = b"B0undary"
 
-    async def post(headers: dict[str, str], name: str) -> tuple[int, Any]:
-        body = _multipart(
-            [(f'form-data; name="files"; filename="{name}"'.encode(), b"x\n")],
-            boundary,
+    async def post(headers: dict[str, str], name: str) -> tuple[int, bytes]:
+        body = _multipart([(f'form-data; name="files"; filename="{name}"'.encode(), b"x\n")])
+        response = await raw_post(
+            api.app,
+            "/v1/notes/import",
+            headers,
+            body,
+            content_type=b"multipart/form-data; boundary=" + boundary,
+            on_read=lambda: reads.append(name),
         )
-        sent: list[dict[str, Any]] = []
-
-        async def receive() -> dict[str, Any]:
-            reads.append(name)
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        async def send(message: dict[str, Any]) -> None:
-            sent.append(message)
-
-        scope = {
-            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
-            "method": "POST", "scheme": "http", "path": "/v1/notes/import",
-            "raw_path": b"/v1/notes/import", "root_path": "", "query_string": b"",
-            "client": ("203.0.113.9", 4321), "server": ("test", 80),
-            "headers": [(b"content-type", b"multipart/form-data; boundary=" + boundary),
-                        (b"content-length", str(len(body)).encode()),
-                        *((k.lower().encode(), v.encode()) for k, v in headers.items())],
-        }  # fmt: skip
-        await api.app(scope, receive, send)
-        start = next(m for m in sent if m["type"] == "http.response.start")
-        return start["status"], b"".join(m.get("body", b"") for m in sent[1:])
+        return response.status, response.body
 
     first = asyncio.create_task(post(alice, "first.md"))
     await asyncio.wait_for(entered.wait(), 10)

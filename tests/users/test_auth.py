@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.conftest import ADMIN_TOKEN, Api, running_app
+from tests.helpers import raw_post
 
 
 async def test_every_v1_route_needs_a_valid_key(api: Api) -> None:
@@ -99,26 +100,8 @@ async def test_default_user_created_once(make_settings: Any, tmp_path) -> None:
 
 async def _raw_post(api: Api, path: str, headers: dict[str, str], body: bytes) -> tuple[int, int]:
     """POST straight to the ASGI app: (status, how many times the app read the body)."""
-    reads: list[int] = []
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        reads.append(1)
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-        "scheme": "http", "path": path, "raw_path": path.encode(), "root_path": "",
-        "query_string": b"", "client": ("203.0.113.9", 4321), "server": ("test", 80),
-        "headers": [(b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    *((k.lower().encode(), v.encode()) for k, v in headers.items())],
-    }  # fmt: skip
-    await api.app(scope, receive, send)
-    return next(m["status"] for m in sent if m["type"] == "http.response.start"), len(reads)
+    response = await raw_post(api.app, path, headers, body)
+    return response.status, response.reads
 
 
 async def test_who_asks_is_checked_before_the_body_is_read(api: Api) -> None:
