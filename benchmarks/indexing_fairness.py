@@ -30,9 +30,9 @@ from api.indexing.worker import IndexWorkers
 from benchmarks.common import code_revision, machine_note, markdown_table, update_section
 from benchmarks.indexing_notes import paragraph
 from benchmarks.service_harness import (
+    alternating_rounds,
     bench_settings,
     drop_database,
-    embedded_server,
     in_process_app,
     wait_until,
 )
@@ -169,14 +169,12 @@ def report(rounds: list[dict[str, Any]], backlog: int, bob_notes: int) -> str:
 
 
 async def main_async(rounds: int, backlog: int, bob_notes: int) -> list[dict[str, Any]]:
-    results = []
-    with embedded_server() as url:
-        for i in range(rounds * len(MODES)):
-            mode = MODES[i % len(MODES)]
-            result = await run_round(url, mode, backlog, bob_notes)
-            print(f"{mode}: Bob {[round(t, 2) for t in result['bob']]} drain {result['drain']:.2f}")
-            results.append(result)
-    return results
+    return await alternating_rounds(
+        MODES,
+        rounds,
+        lambda url, mode: run_round(url, mode, backlog, bob_notes),
+        lambda r: f"Bob {[round(t, 2) for t in r['bob']]} drain {r['drain']:.2f}",
+    )
 
 
 def main() -> None:

@@ -27,9 +27,9 @@ from bson import ObjectId
 from benchmarks.common import code_revision, machine_note, markdown_table, update_section
 from benchmarks.indexing_notes import generate_note
 from benchmarks.service_harness import (
+    alternating_rounds,
     bench_settings,
     drop_database,
-    embedded_server,
     in_process_app,
     ratio,
     wait_until,
@@ -156,14 +156,12 @@ def report(rounds: list[dict[str, Any]], sections: int, head_start_s: float) -> 
 
 
 async def main_async(rounds: int, sections: int, head_start_s: float) -> list[dict[str, Any]]:
-    results = []
-    with embedded_server() as url:
-        for i in range(rounds * len(MODES)):
-            mode = MODES[i % len(MODES)]
-            result = await run_round(url, mode, sections, head_start_s)
-            print(f"{mode}: Bob {result['bob']:.1f} s, Alice {result['alice']:.1f} s", flush=True)
-            results.append(result)
-    return results
+    return await alternating_rounds(
+        MODES,
+        rounds,
+        lambda url, mode: run_round(url, mode, sections, head_start_s),
+        lambda r: f"Bob {r['bob']:.1f} s, Alice {r['alice']:.1f} s",
+    )
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -158,6 +158,25 @@ async def wait_until(
             raise TimeoutError(f"{what}: not reached within {timeout_s}s")
         await asyncio.sleep(interval_s)
     return loop.time() - start
+
+
+async def alternating_rounds(
+    modes: Sequence[str],
+    rounds: int,
+    run: Callable[[str, str], Awaitable[dict[str, Any]]],
+    describe: Callable[[dict[str, Any]], str],
+) -> list[dict[str, Any]]:
+    """`rounds` rounds of every mode, the modes alternating (A B A B ...) so machine drift
+    hits them alike, all on one embedded server: `run(url, mode)` is one round (in a fresh
+    database of its own); each result is printed as `describe(result)`."""
+    results = []
+    with embedded_server() as url:
+        for i in range(rounds * len(modes)):
+            mode = modes[i % len(modes)]
+            result = await run(url, mode)
+            print(f"{mode}: {describe(result)}", flush=True)
+            results.append(result)
+    return results
 
 
 def ratio(a: float, b: float) -> str:
