@@ -162,6 +162,9 @@ class LocalIndexSync:
 
     def _drop(self, note_id: str) -> None:
         self._removed_at[note_id] = self._next_tick()
+        self._forget(note_id)
+
+    def _forget(self, note_id: str) -> None:
         self.index.remove_note(note_id)
         self._applied.pop(note_id, None)
 
@@ -185,8 +188,7 @@ class LocalIndexSync:
             loaded = await asyncio.to_thread(self._apply, note, chunks)
         removed = self._removed_at.get(note_id, 0)
         if removed > started and self._apply_started[note_id] < removed:
-            self.index.remove_note(note_id)
-            self._applied.pop(note_id, None)
+            self._forget(note_id)  # not `_drop`: this is no new removal to order applies by
             return 0
         return loaded
 
