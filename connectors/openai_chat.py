@@ -95,6 +95,8 @@ class OpenAIChatModel:
             completion_tokens=usage.completion_tokens if usage else None,
             duration_ms=round((time.perf_counter() - started) * 1000, 1),
         )
+        if choice.message.refusal and not choice.message.content:
+            log.info("chat.refused", model=self.model, stream=False)
         return choice.message.content or choice.message.refusal or ""
 
     async def stream(self, messages: list[ChatMessage]) -> AsyncIterator[str]:
@@ -102,6 +104,7 @@ class OpenAIChatModel:
         during the stream)."""
         started = time.perf_counter()
         pieces = 0
+        refused = False
         try:
             stream = await self._client.chat.completions.create(
                 **self._params(messages), stream=True
@@ -118,9 +121,16 @@ class OpenAIChatModel:
                     if chunk is None:
                         break
                     for choice in chunk.choices:
-                        if choice.delta.content:
+                        # A declining model streams `refusal` deltas and no content; they
+                        # are its answer, as `message.refusal` is for `complete` (dropped,
+                        # the stream fell back to quotes where the JSON answer refused).
+                        text = choice.delta.content or choice.delta.refusal
+                        if choice.delta.refusal and not refused:
+                            refused = True
+                            log.info("chat.refused", model=self.model, stream=True)
+                        if text:
                             pieces += 1
-                            yield choice.delta.content
+                            yield text
                         if choice.finish_reason == "length":
                             log.warning(
                                 "chat.truncated", model=self.model, max_tokens=self._max_tokens

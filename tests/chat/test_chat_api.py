@@ -219,6 +219,25 @@ async def test_an_empty_model_answer_falls_back_to_extractive(
             assert body["answer"].startswith("The chat model could not answer")
 
 
+async def test_a_refusing_model_answers_the_same_in_json_and_stream(
+    chat_settings: Any, openai_stub: Any
+) -> None:
+    """The stream used to drop `refusal` deltas, so it fell back to quoting the notes while
+    the JSON answer gave the model's refusal."""
+    refusal = "I'm sorry, but I can't help with that."
+    async with running_app(chat_settings) as api:
+        h = await api.new_user()
+        await add(api, h, "Postgres backups", BACKUPS)
+        openai_stub.set_chat_reply(refusal, refusal=True)
+        payload = {"message": "When does the nightly backup run?"}
+        plain = (await api.client.post("/v1/chat", json=payload, headers=h)).json()
+        events = await streamed(api, h, payload)
+    assert (plain["mode"], plain["answer"], plain["citations"]) == ("llm", refusal, [])
+    assert "reset" not in [e for e, _ in events]
+    assert "".join(d["text"] for e, d in events if e == "token") == refusal
+    assert events[-1] == ("done", plain)
+
+
 async def test_an_extractive_answer_quotes_the_note_verbatim(api: Api) -> None:
     """A note's own "[7]" stays in the quote and is not a citation (the clean-up of model
     answers used to run over quotes too: "RFC [7] section 4" became "RFC section 4"). It is

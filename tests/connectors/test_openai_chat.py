@@ -57,6 +57,18 @@ async def test_stream_deltas_join_to_the_reply(
     assert call.body["stream"] is True
 
 
+async def test_a_refusal_is_the_answer_streamed_or_not(
+    openai_stub: StubServer, openai_stub_client: AsyncOpenAI
+) -> None:
+    """A declining model sends `refusal` and no content; both paths return its words."""
+    refusal = "I'm sorry, but I can't help with that request."
+    openai_stub.set_chat_reply(refusal, refusal=True)
+    chat = model(openai_stub_client)
+    assert await chat.complete(MESSAGES) == refusal
+    deltas = [d async for d in chat.stream(MESSAGES)]
+    assert len(deltas) > 3 and "".join(deltas) == refusal
+
+
 async def test_reply_can_depend_on_the_prompt(
     openai_stub: StubServer, openai_stub_client: AsyncOpenAI
 ) -> None:

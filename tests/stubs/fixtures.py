@@ -110,9 +110,10 @@ class StubServer:
         """Delay the next `count` API requests (all if None) by `seconds`."""
         self.state.set_delay(seconds, count)
 
-    def set_chat_reply(self, reply: ChatReply | None) -> None:
-        """Reply text (or a function of the request body) for chat completions."""
-        self.state.set_chat_reply(reply)
+    def set_chat_reply(self, reply: ChatReply | None, *, refusal: bool = False) -> None:
+        """Reply text (or a function of the request body) for chat completions; with
+        `refusal`, sent as the model's refusal (see `StubState.set_chat_reply`)."""
+        self.state.set_chat_reply(reply, refusal=refusal)
 
     def break_next_stream(self, after_pieces: int, how: Literal["error", "drop"]) -> None:
         """Break the next streamed chat answer off (see `StubState.break_next_stream`)."""

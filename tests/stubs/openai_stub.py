@@ -112,6 +112,7 @@ class StubState:
             self._delay = 0.0
             self._delay_count: int | None = None
             self._chat_reply: ChatReply | None = None
+            self._refusal = False
             self._stream_break: StreamBreak | None = None
 
     @property
@@ -138,10 +139,13 @@ class StubState:
             self._delay = seconds
             self._delay_count = count
 
-    def set_chat_reply(self, reply: ChatReply | None) -> None:
-        """Fixed reply text, a function of the request body, or None for the default."""
+    def set_chat_reply(self, reply: ChatReply | None, *, refusal: bool = False) -> None:
+        """Fixed reply text, a function of the request body, or None for the default. With
+        `refusal`, the reply is sent as the model's refusal (`message.refusal`, or `refusal`
+        deltas when streamed) with no content, as the API does when a model declines."""
         with self._lock:
             self._chat_reply = reply
+            self._refusal = refusal
 
     def break_next_stream(self, after_pieces: int, how: Literal["error", "drop"]) -> None:
         """The next streamed chat answer breaks off after `after_pieces` content pieces."""
@@ -174,12 +178,12 @@ class StubState:
                 entry.status = failure.status
             return entry, failure, delay
 
-    def _reply_for(self, body: dict[str, Any]) -> str:
+    def _reply_for(self, body: dict[str, Any]) -> tuple[str, bool]:
         with self._lock:
-            reply = self._chat_reply
+            reply, refusal = self._chat_reply, self._refusal
         if reply is None:
-            return default_chat_reply(body)
-        return reply if isinstance(reply, str) else reply(body)
+            return default_chat_reply(body), refusal
+        return (reply if isinstance(reply, str) else reply(body)), refusal
 
 
 def _error(
@@ -261,7 +265,12 @@ def _embeddings(body: dict[str, Any]) -> Response:
 
 
 def _chat(
-    body: dict[str, Any], reply: str, seq: int, broken: StreamBreak | None = None
+    body: dict[str, Any],
+    reply: str,
+    seq: int,
+    broken: StreamBreak | None = None,
+    *,
+    refusal: bool = False,
 ) -> Response:
     model = body.get("model")
     messages = body.get("messages")
@@ -288,7 +297,9 @@ def _chat(
                         "index": 0,
                         "finish_reason": "stop",
                         "logprobs": None,
-                        "message": {"role": "assistant", "content": reply},
+                        "message": {"role": "assistant", "content": reply}
+                        if not refusal
+                        else {"role": "assistant", "content": None, "refusal": reply},
                     }
                 ],
                 "usage": usage,
@@ -317,7 +328,7 @@ def _chat(
                 error = {"message": "The server had an error", "type": "server_error"}
                 yield f"data: {json.dumps({'error': error})}\n\n"
                 return
-            yield chunk({"content": piece}, None)
+            yield chunk({"refusal" if refusal else "content": piece}, None)
             await asyncio.sleep(0)  # let the server flush pieces separately
         yield chunk({}, "stop")
         if include_usage:
@@ -369,7 +380,8 @@ def create_app(state: StubState) -> FastAPI:
         if early is not None or body is None:
             return early or _error(400, "no body")
         broken = state._take_stream_break() if body.get("stream") else None
-        response = _chat(body, state._reply_for(body), len(state.requests), broken)
+        reply, refusal = state._reply_for(body)
+        response = _chat(body, reply, len(state.requests), broken, refusal=refusal)
         entry.status = response.status_code
         return response
 
