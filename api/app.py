@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from pymongo.asynchronous.database import AsyncDatabase
 
 from api.chat.routes import router as chat_router
+from api.chat.schemas import CHAT_MAX_BODY_BYTES
 from api.chat.service import ChatService
 from api.config import Settings, load_settings
 from api.db.client import ensure_indexes, open_database
@@ -47,6 +48,7 @@ from api.providers import (
 from api.retrieval.backends import AtlasBackend, LocalBackend, detect_backend
 from api.retrieval.local_index import LocalIndex
 from api.retrieval.routes import router as search_router
+from api.retrieval.schemas import SEARCH_MAX_BODY_BYTES
 from api.retrieval.service import RetrievalService
 from api.retrieval.sync import LocalIndexSync
 from api.schemas import ErrorBody
@@ -211,7 +213,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(
         BodyLimitMiddleware,
         default_limit=settings.autonote_max_request_bytes,
-        limits={"/v1/notes/import": settings.autonote_max_import_bytes},
+        limits={
+            "/v1/notes/import": settings.autonote_max_import_bytes,
+            # No valid search or chat needs the general limit (see the constants).
+            "/v1/search": min(settings.autonote_max_request_bytes, SEARCH_MAX_BODY_BYTES),
+            "/v1/chat": min(settings.autonote_max_request_bytes, CHAT_MAX_BODY_BYTES),
+        },
     )
     app.add_middleware(RequestContextMiddleware)
     app.include_router(notes_router)

@@ -28,6 +28,12 @@ class HistoryMessage(BaseModel):
     _content = field_validator("content")(lambda v: _unicode(v))
 
 
+# The largest body a valid chat request can need, counted as for SEARCH_MAX_BODY_BYTES: an
+# 8 000-character message, 20 history messages of 8 000 and the search filters come to
+# ~2.7 MB (tests/api/test_route_body_limits.py builds it).
+CHAT_MAX_BODY_BYTES = 3_000_000
+
+
 class ChatRequest(BaseModel):
     """A question about your notes. With `stream: true` the answer comes as Server-Sent
     Events: `citations` (candidate sections), `token`s, then `done` (the JSON response)."""
