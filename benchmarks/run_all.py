@@ -25,6 +25,7 @@ BENCHMARKS = [
     "indexing",
     "notes_api",
     "retrieval",
+    "search_note_text",
     "load",
 ]
 

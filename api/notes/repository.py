@@ -3,6 +3,7 @@ functions below (one module per collection, split in two files only for length).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -210,22 +211,46 @@ class NotesSearchQueries:
         self.collection = db.notes
 
     async def active_metas(
-        self, author_id: ObjectId, note_ids: list[ObjectId], *, with_content: bool = False
+        self, author_id: ObjectId, note_ids: list[ObjectId]
     ) -> list[dict[str, Any]]:
         """The author's ACTIVE notes among `note_ids` (search verifies every candidate here:
         a note trashed, purged or owned by someone else is never returned)."""
         if not note_ids:
             return []
-        # With the text, its version: a caller cutting it at chunk offsets must know which
-        # version the text is (an edit not yet indexed moves everything).
-        projection = (
-            {**SEARCH_META, "content_md": 1, "version": 1, "content_version": 1}
-            if with_content
-            else SEARCH_META
-        )
         cursor = self.collection.find(
-            {"_id": {"$in": note_ids}, "author_id": author_id, "status": "active"}, projection
+            {"_id": {"$in": note_ids}, "author_id": author_id, "status": "active"}, SEARCH_META
         )
+        return await cursor.to_list()
+
+    async def text_windows(
+        self, author_id: ObjectId, windows: Mapping[ObjectId, Sequence[tuple[int, int]]]
+    ) -> list[dict[str, Any]]:
+        """The author's ACTIVE notes among `windows`' keys, each with `version`,
+        `content_version` and `windows`: the texts `content_md[start:end]` of its requested
+        `(start, end)` code-point windows, in order (None when `content_md` is not a
+        string). Only those parts of a long note leave the server."""
+        if not windows:
+            return []
+        branches = [
+            {
+                "case": {"$eq": ["$_id", note_id]},
+                "then": [{"$substrCP": ["$content_md", a, b - a]} for a, b in spans],
+            }
+            for note_id, spans in windows.items()
+        ]
+        is_text = {"$eq": [{"$type": "$content_md"}, "string"]}
+        cut = {"$switch": {"branches": branches, "default": []}}
+        pipeline = [
+            {"$match": {"_id": {"$in": list(windows)}, "author_id": author_id, "status": "active"}},
+            {
+                "$project": {
+                    "version": 1,
+                    "content_version": 1,
+                    "windows": {"$cond": [is_text, cut, None]},
+                }
+            },
+        ]
+        cursor = await self.collection.aggregate(pipeline)
         return await cursor.to_list()
 
     async def ids_matching(self, query: dict[str, Any], limit: int) -> list[ObjectId]:

@@ -21,9 +21,10 @@ that matched is not buried in (and cut out of) one enormous citation. Its conten
 as follows:
 - one chunk: the chunk's own `content_md` (for table/code fragments that is the fragment as
   indexed, header row included);
-- several chunks and the note's full `content_md` known (`note_contents`): the exact slice
-  `content_md[start:end]`, so offsets and text agree and unmatched text between matched
-  chunks of the section is included (it *is* that section);
+- several chunks and the note's text there known (`note_contents`: the whole text, or the
+  windows search reads, see `note_text`): the exact slice `content_md[start:end]`, so
+  offsets and text agree and unmatched text between matched chunks of the section is
+  included (it *is* that section);
 - several chunks, note text unknown: the chunks' contents joined in chunk order with a blank
   line, and a `…` line where chunks of the section were not matched (offsets still span the
   whole range; the text then is not byte-identical to `content_md[start:end]`).
@@ -43,6 +44,7 @@ from itertools import pairwise
 
 from api.retrieval.local_fulltext import CJK_CHAR
 from api.retrieval.models import ChunkHit, NoteMeta, NoteResult, SectionMatch, as_utc
+from api.retrieval.note_text import TextWindows
 
 NoteScorer = Callable[[Sequence[float]], float]
 
@@ -143,7 +145,7 @@ def group_by_note(
     limit: int,
     chunks_per_note: int,
     score: str | NoteScorer = DEFAULT_NOTE_SCORER,
-    note_contents: Mapping[str, str] | None = None,
+    note_contents: Mapping[str, str | TextWindows] | None = None,
     max_section_chars: int | None = DEFAULT_MAX_SECTION_CHARS,
 ) -> list[NoteResult]:
     """Group `hits` by parent note and rank the notes; see the module docstring.
@@ -194,10 +196,12 @@ def merge_sections(
     hits: Sequence[ChunkHit],
     *,
     scorer: NoteScorer,
-    note_content: str | None = None,
+    note_content: str | TextWindows | None = None,
     max_section_chars: int | None = DEFAULT_MAX_SECTION_CHARS,
 ) -> list[SectionMatch]:
     """Merge one note's hits into sections (in note order); see the module docstring."""
+    if isinstance(note_content, str):
+        note_content = TextWindows.whole(note_content)
     ordered = sorted(hits, key=lambda h: (h.chunk_index, h.start_offset))
     runs: list[list[ChunkHit]] = []
     for hit in ordered:
@@ -208,7 +212,9 @@ def merge_sections(
     return [_section(run, scorer, note_content) for run in runs]
 
 
-def _joins(run: list[ChunkHit], hit: ChunkHit, content: str | None, max_chars: int | None) -> bool:
+def _joins(
+    run: list[ChunkHit], hit: ChunkHit, content: TextWindows | None, max_chars: int | None
+) -> bool:
     last = run[-1]
     if hit.heading_path != last.heading_path:
         return False
@@ -217,8 +223,8 @@ def _joins(run: list[ChunkHit], hit: ChunkHit, content: str | None, max_chars: i
     if hit.section_index is not None and last.section_index is not None:
         return hit.section_index == last.section_index
     adjacent = hit.chunk_index == last.chunk_index + 1
-    if content is not None and _valid_span(content, last.end_offset, hit.start_offset):
-        gap = content[last.end_offset : hit.start_offset]
+    gap = content.cut(last.end_offset, hit.start_offset) if content is not None else None
+    if gap is not None:
         # Chunks cover every character but whitespace, heading lines and front matter, so
         # anything visible between two adjacent chunks is a heading: two sibling sections
         # of the same name, not one.
@@ -236,18 +242,15 @@ def _span_size(run: list[ChunkHit]) -> float:
     return chars * (1 + (CJK_CHAR_WEIGHT - 1) * cjk / max(texts, 1))
 
 
-def _valid_span(content: str, start: int, end: int) -> bool:
-    return 0 <= start <= end <= len(content)
-
-
-def _section(run: list[ChunkHit], scorer: NoteScorer, content: str | None) -> SectionMatch:
+def _section(run: list[ChunkHit], scorer: NoteScorer, content: TextWindows | None) -> SectionMatch:
     first = run[0]
     start = min(h.start_offset for h in run)
     end = max(h.end_offset for h in run)
+    cut = content.cut(start, end) if content is not None and len(run) > 1 else None
     if len(run) == 1:
         text = first.content_md
-    elif content is not None and _valid_span(content, start, end) and start < end:
-        text = content[start:end]
+    elif cut:  # not "": an empty span says nothing of the chunks (as before)
+        text = cut
     else:
         parts = [first.content_md]
         for prev, hit in pairwise(run):

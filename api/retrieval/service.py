@@ -22,8 +22,9 @@ from api.notes.stored import note_content, note_tags, note_title, note_updated_a
 from api.notes.versioning import whole_version
 from api.retrieval.backends import Mode, QueryVector, SearchBackend
 from api.retrieval.fusion import fuse_chunk_lists
-from api.retrieval.grouping import group_by_note, rank_note_ids
+from api.retrieval.grouping import DEFAULT_MAX_SECTION_CHARS, group_by_note, rank_note_ids
 from api.retrieval.models import NoteMeta, NoteResult, SearchFilters, SectionMatch
+from api.retrieval.note_text import TextWindows, section_windows
 from api.retrieval.sync import note_meta
 from connectors.embeddings.base import EmbeddingError
 
@@ -270,11 +271,15 @@ class RetrievalService:
         metas: dict[str, NoteMeta] = {
             str(d["_id"]): replace(note_meta(d), indexed_version=None) for d in docs
         }
-        needs_content = _notes_with_section_runs(hits, metas)
-        contents: dict[str, str] = {}
-        if needs_content:
-            full = await self.notes.active_metas(
-                author_id, [ObjectId(n) for n in needs_content], with_content=True
+        # Two hits in one section merge into one citation cut from the note's text: read
+        # only the windows such cuts can reach, not whole (up to 2 MB) notes.
+        spans = section_windows(
+            [h for h in hits if h.note_id in metas], max_section_chars=DEFAULT_MAX_SECTION_CHARS
+        )
+        contents: dict[str, TextWindows] = {}
+        if spans:
+            found = await self.notes.text_windows(
+                author_id, {ObjectId(n): windows for n, windows in spans.items()}
             )
             # Only text the chunks were cut from: after a content edit that is not indexed
             # yet, the chunks' offsets index the OLD text, and cutting the new one there
@@ -283,11 +288,11 @@ class RetrievalService:
             # not `content_version` (the version of the last text change), so the text
             # stays usable (and sibling sections stay apart, see grouping._joins).
             versions = {h.note_id: h.note_version for h in hits}
-            contents = {
-                str(d["_id"]): note_content(d)
-                for d in full
-                if _text_of(d, versions.get(str(d["_id"])))
-            }
+            for doc in found:
+                note_id, texts = str(doc["_id"]), doc.get("windows")
+                if isinstance(texts, list) and _text_of(doc, versions.get(note_id)):
+                    starts = [start for start, _end in spans[note_id]]
+                    contents[note_id] = TextWindows(tuple(zip(starts, texts, strict=True)))
         return group_by_note(
             hits,
             metas,
@@ -295,21 +300,8 @@ class RetrievalService:
             chunks_per_note=chunks_per_note,
             score=self.ranking.note_scorer,
             note_contents=contents,
+            max_section_chars=DEFAULT_MAX_SECTION_CHARS,
         )
-
-
-def _notes_with_section_runs(hits: list[Any], metas: dict[str, NoteMeta]) -> list[str]:
-    """Notes where two or more hits share a section (their merged span needs the text)."""
-    seen: set[tuple[str, tuple[str, ...]]] = set()
-    notes: list[str] = []
-    for hit in hits:
-        if hit.note_id not in metas:
-            continue
-        key = (hit.note_id, tuple(hit.heading_path))
-        if key in seen and hit.note_id not in notes:
-            notes.append(hit.note_id)
-        seen.add(key)
-    return notes
 
 
 _WORD = re.compile(r"\w+", re.UNICODE)

@@ -206,3 +206,12 @@ async def test_indexing_fairness_rounds_and_report(mongo_url: str) -> None:
     assert all(0 < r["bob"][-1] <= r["drain"] for r in rounds)
     text = report(rounds, backlog=8, bob_notes=2)
     assert "users take turns (default)" in text and "1.00×" in text
+
+
+async def test_search_note_text_reads_less_than_whole_notes() -> None:
+    from benchmarks.search_note_text import MODES, measure, render
+
+    result = await measure(notes=2, note_chars=40_000, rounds=2, concurrent=2)
+    assert result[MODES[0]]["chars"] == 2 * 2 * 6000  # two windows per note
+    assert result[MODES[1]]["chars"] >= 2 * 40_000
+    assert "1.00×" in render(result, 2, 40_000, 2, 2)

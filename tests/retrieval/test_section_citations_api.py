@@ -107,3 +107,40 @@ async def test_the_chunks_listing_shows_each_chunks_section(api: Api) -> None:
         ("Ops > Billing", 1),
         ("Ops > Setup", 2),
     ]
+
+
+async def test_a_merged_section_of_a_long_note_is_cut_without_reading_the_note(
+    api: Api,
+) -> None:
+    """Two hits in one section are merged into one citation cut from the note's text. The
+    whole note (up to 2 MB) used to be read for that on every search; now only windows of
+    at most `max_section_chars` after each hit are. The cut is still exact."""
+    h = await api.new_user()
+    filler = "\n\n".join(
+        f"## Chapter {i}\n\n" + f"Ordinary prose about harbour logistics, part {i}. " * 20
+        for i in range(30)
+    )
+    steps = "\n\n".join(
+        f"Step {i}: rotate the quokka signing key on host {i} and confirm the audit log."
+        for i in range(50)
+    )
+    content = f"{filler}\n\n## Key rotation\n\n{steps}\n\n{filler.replace('Chapter', 'Annex')}\n"
+    assert len(content) > 60_000
+    r = await api.client.post("/v1/notes", json={"title": "Ops", "content_md": content}, headers=h)
+    await wait_indexed(api, h, r.json()["id"])
+    queries = api.container.search.notes
+    reads: list[int] = []
+    original = queries.text_windows
+
+    async def counting(author_id: Any, windows: Any) -> Any:
+        docs = await original(author_id, windows)
+        reads.extend(len(t) for d in docs for t in d["windows"] or [])
+        return docs
+
+    queries.text_windows = counting
+    sections = await _sections(api, h, query="quokka signing key", mode="keyword")
+    merged = [s for s in sections if len(s["chunk_ids"]) > 1]
+    assert merged, sections
+    for s in sections:
+        assert content[s["start_offset"] : s["end_offset"]] == s["content"]
+    assert 0 < sum(reads) <= 6000 * len(merged[0]["chunk_ids"]) < len(content) // 2
