@@ -169,7 +169,10 @@ def render(result: dict[str, Any], notes: int, note_chars: int, rounds: int, n: 
         "reads together, each mode in a fresh server, whose resident memory growth over "
         "them is shown. *windows*: two "
         f"{DEFAULT_MAX_SECTION_CHARS:,}-character windows per note (`text_windows`); "
-        "*whole notes*: the read search made before (`content_md` projected).\n\n"
+        "*whole notes*: the read search made before (`content_md` projected). On mongod, "
+        "`$substrCP` counts code points from the string's start to each window, so a "
+        "window costs up to one pass over the note there, which this server (it slices) "
+        "does not show; search asks for at most `MAX_WINDOWS` (4) windows per note.\n\n"
         f"{table}\n"
     )
 

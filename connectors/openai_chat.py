@@ -104,7 +104,7 @@ class OpenAIChatModel:
         during the stream)."""
         started = time.perf_counter()
         pieces = 0
-        refused = False
+        refused = said = False
         try:
             stream = await self._client.chat.completions.create(
                 **self._params(messages), stream=True
@@ -124,10 +124,15 @@ class OpenAIChatModel:
                         # A declining model streams `refusal` deltas and no content; they
                         # are its answer, as `message.refusal` is for `complete` (dropped,
                         # the stream fell back to quotes where the JSON answer refused).
-                        text = choice.delta.content or choice.delta.refusal
-                        if choice.delta.refusal and not refused:
-                            refused = True
-                            log.info("chat.refused", model=self.model, stream=True)
+                        # Like `complete`, content wins: no refusal after content.
+                        text = choice.delta.content
+                        if text:
+                            said = True
+                        elif choice.delta.refusal and not said:
+                            text = choice.delta.refusal
+                            if not refused:
+                                refused = True
+                                log.info("chat.refused", model=self.model, stream=True)
                         if text:
                             pieces += 1
                             yield text

@@ -30,7 +30,7 @@ class HistoryMessage(BaseModel):
 
 # The largest body a valid chat request can need, counted as for SEARCH_MAX_BODY_BYTES: an
 # 8 000-character message, 20 history messages of 8 000 and the search filters come to
-# ~2.7 MB (tests/api/test_route_body_limits.py builds it).
+# ~2.78 MB (tests/security/test_route_body_limits.py).
 CHAT_MAX_BODY_BYTES = 3_000_000
 
 

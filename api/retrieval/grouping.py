@@ -235,8 +235,11 @@ def _joins(
 
 def _span_size(run: list[ChunkHit]) -> float:
     """The merged span's characters, CJK ones weighted by `CJK_CHAR_WEIGHT` at the share
-    they have in the run's own texts (the text between non-adjacent chunks is unknown)."""
-    chars = run[-1].end_offset - run[0].start_offset
+    they have in the run's own texts (the text between non-adjacent chunks is unknown).
+    The span is the one `_section` cuts, lowest start to highest end: with hits whose chunk
+    order and offsets disagree (two versions of a note, found by review) the first and last
+    hit's offsets understated it."""
+    chars = max(h.end_offset for h in run) - min(h.start_offset for h in run)
     texts = sum(len(h.content_md) for h in run)
     cjk = sum(len(CJK_CHAR.findall(h.content_md)) for h in run)
     return chars * (1 + (CJK_CHAR_WEIGHT - 1) * cjk / max(texts, 1))

@@ -89,11 +89,11 @@ class FiltersIn(BaseModel):
         )
 
 
-# The largest body a valid search can need: every field at its maximum with every character
-# JSON-escaped as a surrogate pair (12 bytes): a 2 000-character query, 100 tags of 512 and
-# 1 000 note ids come to ~0.66 MB (tests/api/test_route_body_limits.py builds it). Bodies are
-# parsed on the event loop (~60 ms per MB), so the general 8 MB limit let one user hold every
-# request for ~0.5 s per search.
+# The largest body a valid search can need: every field at its maximum and every character
+# `\u`-escaped (astral ones as surrogate pairs, 12 bytes): a 2 000-character query, 100
+# tags of 512 and 1 000 note ids come to ~0.78 MB (tests/security/test_route_body_limits.py
+# builds it). Bodies are parsed on the event loop (~60 ms per MB), so the general 8 MB
+# limit let one user hold every request for ~0.5 s per search.
 SEARCH_MAX_BODY_BYTES = 1_000_000
 
 

@@ -197,3 +197,24 @@ async def test_a_stream_that_sends_nothing_ends_at_its_deadline() -> None:
             async for delta in model(client, timeout_s=1.0, max_retries=0).stream(MESSAGES):
                 got.append(delta)
         assert got == ["Hello"] and time.monotonic() - started < 4.0
+
+
+async def test_a_refusal_after_content_is_not_streamed_as_complete_would_not_return_it() -> None:
+    """`complete` returns the content when a reply has both; the stream yielded the content
+    and then the refusal, so the two paths disagreed (found by review)."""
+
+    def event(delta: dict[str, str]) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": None}
+        payload = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+        return b"data: " + json.dumps({**payload, "choices": [choice]}).encode() + b"\n\n"
+
+    events = (
+        event({"content": "Partial answer [1]. "})
+        + event({"refusal": "I can't continue with that."})
+        + b"data: [DONE]\n\n"
+    )
+    async with trickling_server(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n" + events, b"", b""
+    ) as client:
+        deltas = [d async for d in model(client, timeout_s=5.0, max_retries=0).stream(MESSAGES)]
+    assert deltas == ["Partial answer [1]. "]

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from api.retrieval.grouping import group_by_note
 from api.retrieval.models import ChunkHit
-from api.retrieval.note_text import TextWindows, section_windows
+from api.retrieval.note_text import MAX_OFFSET, MAX_WINDOWS, TextWindows, section_windows
 from api.services.chunking import MarkdownChunker
 from tests.retrieval.builders import hit, note
 
@@ -98,9 +98,88 @@ def test_grouping_with_windows_equals_grouping_with_the_whole_text(
     windows = TextWindows(tuple((a, content[a:b]) for a, b in spans.get("N", [])))
     whole = _group(hits, content, max_chars)
     assert _group(hits, windows, max_chars) == whole
-    read = sum(b - a for a, b in spans.get("N", []))
+    assert len(spans.get("N", [])) <= MAX_WINDOWS
+
+
+_ALPHABET = "ab \n#漢字"
+
+
+@st.composite
+def _arbitrary_hits(draw: st.DrawFn) -> tuple[str, list[ChunkHit], int | None]:
+    """Hits as no chunker writes them: overlapping, nested, chunk order against offset
+    order (two versions of a note), empty, past the note's end, CJK, some legacy."""
+    content = draw(st.text(alphabet=_ALPHABET, max_size=400))
+    hits = []
+    for i in range(draw(st.integers(min_value=2, max_value=8))):
+        start = draw(st.integers(min_value=0, max_value=450))
+        hits.append(
+            ChunkHit(
+                chunk_id=f"N:{i}",
+                note_id="N",
+                author_id="alice",
+                note_version=1,
+                chunk_index=i,
+                heading_path=["T", draw(st.sampled_from(["A", "A", "B"]))],
+                section_path="",
+                content_md=draw(st.text(alphabet=_ALPHABET, max_size=40)),
+                start_offset=start,
+                end_offset=start + draw(st.integers(min_value=0, max_value=120)),
+                section_index=draw(st.sampled_from([None, 0])),
+                score=1.0,
+            )
+        )
+    return content, hits, draw(st.sampled_from([None, 20, 60, 150, 6000]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(_arbitrary_hits())
+def test_windows_equal_the_whole_text_for_any_hits(case: tuple) -> None:
+    """A merged span was measured from its first to its last hit in chunk order, so with
+    offsets out of that order it could pass max_section_chars and reach past the windows
+    (found by review); it is now measured as it is cut, lowest start to highest end."""
+    content, hits, max_chars = case
+    spans = section_windows(hits, max_section_chars=max_chars)
+    contents = {"N": TextWindows(tuple((a, content[a:b]) for a, b in spans["N"]))} if spans else {}
+    whole = _group(hits, content, max_chars)
+    assert (
+        group_by_note(
+            hits,
+            {"N": note("N")},
+            limit=1,
+            chunks_per_note=100,
+            note_contents=contents,
+            max_section_chars=max_chars,
+        )
+        == whole
+    )
     if max_chars is not None:
-        assert read <= max_chars * len(hits)
+        for section in whole[0].matching_chunks:
+            assert section.end_offset - section.start_offset <= max_chars or (
+                len(section.chunk_ids) == 1
+            )
+
+
+def test_many_windows_are_joined_across_the_smallest_gaps() -> None:
+    """mongod's `$substrCP` walks from the string's start to each window: a section hit in
+    200 places cost 200 passes over the note (found by review)."""
+    path = ["T", "Transcript"]
+    starts = [0, 10_000, 10_500, 30_000, 31_000, 60_000, 90_000]
+    hits = [hit("N", i, 0.5, heading=path, start=s, text="x" * 100) for i, s in enumerate(starts)]
+    (windows,) = section_windows(hits, max_section_chars=200).values()
+    assert len(windows) == MAX_WINDOWS == 4
+    # Six windows (the last hit starts none) with gaps 9 800, 300, 19 300, 800, 29 800:
+    # the 300 and the 800 ones are joined.
+    assert windows == [(0, 200), (10_000, 10_700), (30_000, 31_200), (60_000, 60_200)]
+
+
+def test_offsets_past_32_bits_are_left_to_the_chunks() -> None:
+    """`$substrCP` takes 32-bit offsets: a corrupt stored offset failed the search (500)."""
+    path = ["T", "S"]
+    far = 2**31 + 5
+    hits = [hit("N", 0, 0.5, heading=path, start=far), hit("N", 1, 0.5, heading=path, start=far)]
+    assert section_windows(hits, max_section_chars=6000) == {}
+    near = [hit("N", 0, 0.5, heading=path, start=MAX_OFFSET - 10), *hits]
+    assert section_windows(near, max_section_chars=6000) == {"N": [(MAX_OFFSET - 10, MAX_OFFSET)]}
 
 
 def _without_section(h: ChunkHit) -> ChunkHit:

@@ -3,8 +3,8 @@ still fits, and a body past the limit is refused from its Content-Length, unread
 
 An authenticated user could send 8 MB of JSON to `/v1/search`, parsed on the event loop for
 ~0.5 s while every other request waited. The worst valid bodies are built here from the
-schemas' maxima with every character an astral one, which `json.dumps` escapes as a
-surrogate pair (12 bytes per character).
+schemas' maxima, every character `\\u`-escaped and the free text astral (a surrogate pair,
+12 bytes per character).
 """
 
 from __future__ import annotations
@@ -40,15 +40,27 @@ WORST_CHAT = {
 }
 
 
-def encoded(body: dict[str, Any]) -> bytes:
-    return json.dumps(body).encode()  # ensure_ascii: the widest valid encoding
+def encoded(value: Any) -> bytes:
+    """JSON with every character of every string `\\u`-escaped (astral ones as surrogate
+    pairs): the widest encoding a client can send without padding."""
+    if isinstance(value, dict):
+        items = (encoded(k) + b": " + encoded(v) for k, v in value.items())
+        return b"{" + b", ".join(items) + b"}"
+    if isinstance(value, list):
+        return b"[" + b", ".join(encoded(v) for v in value) + b"]"
+    if isinstance(value, str):
+        units = value.encode("utf-16-be")
+        pairs = (units[i : i + 2].hex() for i in range(0, len(units), 2))
+        return b'"' + "".join(f"\\u{u}" for u in pairs).encode() + b'"'
+    return json.dumps(value).encode()
 
 
 async def test_the_largest_valid_search_and_chat_bodies_fit_their_limits(api: Api) -> None:
     h = await api.new_user()
     search, chat = encoded(WORST_SEARCH), encoded(WORST_CHAT)
-    assert 600_000 < len(search) <= SEARCH_MAX_BODY_BYTES
-    assert 2_500_000 < len(chat) <= CHAT_MAX_BODY_BYTES
+    assert json.loads(search) == WORST_SEARCH and json.loads(chat) == WORST_CHAT
+    assert 750_000 < len(search) <= SEARCH_MAX_BODY_BYTES
+    assert 2_750_000 < len(chat) <= CHAT_MAX_BODY_BYTES
     headers = {**h, "Content-Type": "application/json"}
     r = await api.client.post("/v1/search", content=search, headers=headers)
     assert r.status_code == 200, r.text[:300]
