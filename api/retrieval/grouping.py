@@ -125,6 +125,18 @@ def rank_note_ids(
     return sorted(by_note, key=lambda n: (-scorer([h.score for h in by_note[n]]), n))
 
 
+def newest_version_per_note(hits: Sequence[ChunkHit]) -> list[ChunkHit]:
+    """`hits` without those of a note version older than another hit's of the same note.
+    Each retriever reads one version per note, but Atlas runs the vector and keyword
+    queries side by side, so a re-index committing between them can fuse two versions of a
+    note into one result, whose offsets index different texts (found by review)."""
+    newest: dict[str, int] = {}
+    for hit in hits:
+        if hit.note_version > newest.get(hit.note_id, hit.note_version - 1):
+            newest[hit.note_id] = hit.note_version
+    return [h for h in hits if h.note_version == newest[h.note_id]]
+
+
 def _best_hits_by_note(hits: Iterable[ChunkHit]) -> dict[str, list[ChunkHit]]:
     """`hits` grouped by note, a chunk id seen twice kept once (its best score)."""
     best: dict[str, ChunkHit] = {}

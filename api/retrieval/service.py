@@ -22,7 +22,12 @@ from api.notes.stored import note_content, note_tags, note_title, note_updated_a
 from api.notes.versioning import whole_version
 from api.retrieval.backends import Mode, QueryVector, SearchBackend
 from api.retrieval.fusion import fuse_chunk_lists
-from api.retrieval.grouping import DEFAULT_MAX_SECTION_CHARS, group_by_note, rank_note_ids
+from api.retrieval.grouping import (
+    DEFAULT_MAX_SECTION_CHARS,
+    group_by_note,
+    newest_version_per_note,
+    rank_note_ids,
+)
 from api.retrieval.models import NoteMeta, NoteResult, SearchFilters, SectionMatch
 from api.retrieval.note_text import TextWindows, section_windows
 from api.retrieval.sync import note_meta
@@ -192,8 +197,10 @@ class RetrievalService:
             mode, warning = "keyword", "embedding provider unavailable: keyword results only"
             lists.pop("vector", None)
         weights = {"vector": cfg.vector_weight, "keyword": cfg.keyword_weight}
-        hits = fuse_chunk_lists(
-            lists, k=cfg.rrf_k, weights={n: weights[n] for n in lists if n in weights}
+        hits = newest_version_per_note(
+            fuse_chunk_lists(
+                lists, k=cfg.rrf_k, weights={n: weights[n] for n in lists if n in weights}
+            )
         )
         results = await self._group(author_id, hits, limit, chunks_per_note, filters)
         took = (time.perf_counter() - started) * 1000

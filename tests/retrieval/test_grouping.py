@@ -13,6 +13,7 @@ from api.retrieval.grouping import (
     group_by_note,
     max_decayed_sum,
     max_score,
+    newest_version_per_note,
     rank_note_ids,
     resolve_note_scorer,
     sum_scores,
@@ -352,3 +353,22 @@ def test_cjk_text_weighs_more_against_max_section_chars() -> None:
     assert _spans(section("x" * 1000)) == [[0, 1, 2, 3]]  # 4 006 characters
     assert _spans(section("東" * 1000)) == [[0], [1], [2], [3]]  # weighed as 4 000 each
     assert _spans(section("東" * 500 + "x" * 500)) == [[0, 1], [2, 3]]
+
+
+def test_a_result_holds_one_version_of_each_note() -> None:
+    """Atlas runs the vector and keyword queries side by side: a re-index committing
+    between them fused version 1 and version 2 chunks of one note into one result."""
+    hits = [
+        hit("A", 0, 0.9, version=1),
+        hit("A", 1, 0.8, version=2),
+        hit("B", 0, 0.7, version=5),
+        hit("A", 2, 0.6, version=2),
+        hit("A", 3, 0.5, version=1),
+    ]
+    kept = newest_version_per_note(hits)
+    assert [(h.note_id, h.chunk_index, h.note_version) for h in kept] == [
+        ("A", 1, 2),
+        ("B", 0, 5),
+        ("A", 2, 2),
+    ]
+    assert newest_version_per_note([]) == []
