@@ -37,6 +37,14 @@ _WRAPPERS = (("(", ")"), ("**", "**"), ("__", "__"), ("~~", "~~"), ("*", "*"), (
 _WRAPPERS += (("[", "]"),)
 # A list item's marker ("- ", "1. "): a line holding nothing else but dropped markers goes.
 _LIST_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])?[ \t]*\Z")
+# A line that only labels its references ("Sources:", "**References:**"): when every marker
+# after it is dropped, the label goes with them ("Sources: [9], [10]." became "Sources:.").
+_SOURCES_LABEL = re.compile(
+    r"[ \t]*(?:[*_]{1,2})?(?:sources?|references?|citations?)(?:[*_]{1,2})?[ \t]*:"
+    r"(?:[*_]{1,2})?[ \t]*\Z",
+    re.IGNORECASE,
+)
+_LABEL_TAIL = re.compile(r"[ \t]*[.;]?[ \t]*(?:\r?\n|\r|\Z)")
 
 
 def _group_refs(group: str) -> list[int]:
@@ -240,6 +248,10 @@ def _dropped_run(answer: str, pos: int, run: list[re.Match[str]]) -> tuple[str, 
     while start > 0 and answer[start - 1] in _SPACES:
         start -= 1
     space = answer[start:inner]
+    label = answer.rfind("\n", 0, start) + 1
+    tail = _LABEL_TAIL.match(answer, end)
+    if tail and pos <= label and _SOURCES_LABEL.match(answer, label, start):
+        return answer[pos:label], tail.end()  # "Sources: [9]." with no marker kept
     line = answer.rfind("\n", 0, start) + 1 if end == len(answer) or answer[end] in "\r\n" else -1
     if 0 <= line and pos <= line and _LIST_ITEM.match(answer, line, start):
         # Nothing else on its line (or its list item): the line goes, or it would split

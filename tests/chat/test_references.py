@@ -157,3 +157,24 @@ def test_a_zero_padded_number_does_not_hide_the_rest_of_its_group() -> None:
     assert remove_invented_refs("Take items[0], arr[00] and [0-2].", {1}) == (
         "Take items[0], arr[00] and [0-2]."
     )
+
+
+def test_a_sources_label_goes_with_the_markers_it_listed() -> None:
+    """`Sources: [9], [10].` with both markers invented became `Sources:.`."""
+    for raw, expected in (
+        ("Backups run at 02:00 UTC [1].\n\nSources: [9], [10].", "Backups run at 02:00 UTC [1]."),
+        ("Backups run nightly [1].\n**References:** [7]\nRestore [1].", None),
+        ("Answer [1].\nsources: [9]", "Answer [1]."),
+    ):
+        out = remove_invented_refs(raw, {1, 2})
+        assert "Sources:." not in out and ":." not in out, out
+        if expected is not None:
+            assert out == expected, out
+        else:
+            assert out == "Backups run nightly [1].\nRestore [1].", out
+    # A label whose markers are kept, or a label with its list on the next lines, stays.
+    assert remove_invented_refs("Done [1].\n\nSources: [1], [9].", {1}) == (
+        "Done [1].\n\nSources: [1]."
+    )
+    kept = remove_invented_refs("Done [1].\n\nSources:\n- [1]\n- [9]", {1})
+    assert kept.startswith("Done [1].\n\nSources:\n- [1]"), kept
