@@ -122,7 +122,7 @@ def rank_note_ids(
     look up only as many notes as it will return."""
     scorer = resolve_note_scorer(score)
     by_note = _best_hits_by_note(h for h in hits if h.author_id == author_id)
-    return sorted(by_note, key=lambda n: (-scorer([h.score for h in by_note[n]]), n))
+    return sorted(by_note, key=lambda n: -scorer([h.score for h in by_note[n]]))
 
 
 def newest_version_per_note(hits: Sequence[ChunkHit]) -> list[ChunkHit]:
@@ -138,7 +138,8 @@ def newest_version_per_note(hits: Sequence[ChunkHit]) -> list[ChunkHit]:
 
 
 def _best_hits_by_note(hits: Iterable[ChunkHit]) -> dict[str, list[ChunkHit]]:
-    """`hits` grouped by note, a chunk id seen twice kept once (its best score)."""
+    """`hits` grouped by note, a chunk id seen twice kept once (its best score); notes in
+    the order of their first hit (the tie-break of `group_by_note` and `rank_note_ids`)."""
     best: dict[str, ChunkHit] = {}
     for hit in hits:
         seen = best.get(hit.chunk_id)
@@ -165,7 +166,9 @@ def group_by_note(
     `notes` holds the metadata of the notes the caller is allowed to return (the user's):
     hits of notes missing from it, of another author, or of a version other than a known
     `NoteMeta.indexed_version` are dropped. A chunk id seen twice counts once (best score).
-    Returns at most `limit` notes (best first; ties by note id), each with at most
+    Returns at most `limit` notes (best first; of two with one score, the one whose first
+    hit comes first in `hits`, i.e. in fusion's order — a note id broke ties before, and
+    ids are random, so equal scores ranked differently in every database), each with at most
     `chunks_per_note` sections (best first; ties by position in the note).
     """
     if limit < 0:
@@ -200,7 +203,7 @@ def group_by_note(
                 matching_chunks=sections[:chunks_per_note],
             )
         )
-    results.sort(key=lambda r: (-r.score, r.note_id))
+    results.sort(key=lambda r: -r.score)  # stable: ties keep their first hits' order
     return results[:limit]
 
 
