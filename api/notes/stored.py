@@ -131,8 +131,16 @@ def unindexable_reason(doc: dict[str, Any]) -> str | None:
         value = doc.get(field)
         if as_text(value) is None:
             return f"{field} is {_kind(value)}, not text: fix the document, then re-index it"
-    if doc.get("author_id") is None:
+    author = doc.get("author_id")
+    if author is None:
         return "the note has no author_id: no user owns it"
+    if not isinstance(author, ObjectId):
+        # Every read scopes by the owner's ObjectId: indexed, such a note was reported
+        # "indexed" yet its owner could never list, read or find it (found by review).
+        return (
+            f"author_id is {_kind(author)} ({str(author)[:40]!r}), not an ObjectId: no user "
+            "can reach the note; store the owner's ObjectId, then re-index it"
+        )
     return None
 
 

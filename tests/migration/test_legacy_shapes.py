@@ -129,15 +129,21 @@ async def test_unindexable_notes_fail_at_once_with_the_reason(
         "list": (await db.notes.insert_one(_legacy(author, {"content_md": ["a"]}))).inserted_id,
         "dict_title": (await db.notes.insert_one(_legacy(author, {"title": {"a": 1}}))).inserted_id,
         "no_author": (await db.notes.insert_one(_legacy(author, {"author_id": DROP}))).inserted_id,
+        # Reported "indexed" before, though no read (all scoped by the ObjectId) reached it.
+        "str_author": (
+            await db.notes.insert_one(_legacy(author, {"author_id": str(author)}))
+        ).inserted_id,
     }
     code, result = await run_in_process(settings, concurrency=1)
-    assert code == 1 and result["failed"] == 3
+    assert code == 1 and result["failed"] == 4
     notes = {d["_id"]: d async for d in db.notes.find({})}
     assert notes[ids["list"]]["index_error"].endswith(
         "content_md is a list, not text: fix the document, then re-index it"
     )
     assert "title is an object, not text" in notes[ids["dict_title"]]["index_error"]
     assert "no author_id" in notes[ids["no_author"]]["index_error"]
+    assert "author_id is a str" in notes[ids["str_author"]]["index_error"]
+    assert await db.note_chunks.count_documents({"note_id": ids["str_author"]}) == 0
     assert {d["index_attempts"] for d in notes.values()} == {1}  # not retried five times
     _, estimate = await run_in_process(settings, dry_run=True)
     assert {e["note_id"] for e in estimate["unchunkable"]} == {str(i) for i in ids.values()}

@@ -22,11 +22,17 @@ def test_text_fields() -> None:
     assert note_title({}) == "" and note_title({"title": None}) == ""
     assert note_title({"title": 7}) == "7" and note_title({"title": 2.5}) == "2.5"
     assert note_title({"title": True}) == "" and note_title({"title": ["a"]}) == ""
-    assert unindexable_reason({"content_md": "x", "title": "t", "author_id": 1}) is None
-    assert unindexable_reason({"content_md": None, "author_id": 1}) is None  # empty note
-    reason = unindexable_reason({"content_md": Binary(b"x"), "author_id": 1})
+    owner = ObjectId()
+    assert unindexable_reason({"content_md": "x", "title": "t", "author_id": owner}) is None
+    assert unindexable_reason({"content_md": None, "author_id": owner}) is None  # empty note
+    reason = unindexable_reason({"content_md": Binary(b"x"), "author_id": owner})
     assert reason is not None and reason.startswith("content_md is a Binary, not text")
-    assert "title is a boolean" in (unindexable_reason({"title": False, "author_id": 1}) or "")
+    assert "title is a boolean" in (unindexable_reason({"title": False, "author_id": owner}) or "")
+    # Every read scopes by the owner's ObjectId: a note owned by a string or a number was
+    # indexed and reported so, yet nobody could ever reach it.
+    for author in (str(owner), 1):
+        reason = unindexable_reason({"content_md": "x", "author_id": author}) or ""
+        assert "not an ObjectId: no user can reach the note" in reason, reason
 
 
 def test_tags() -> None:
