@@ -195,7 +195,9 @@ class MigrationRunner:
             worker_id=self.reconciler.worker_id,
         )
         if self.on_start is not None:
-            self.on_start(total)
+            # The unaddressable notes count as done already, so they count in the total
+            # (the progress bar ran past it; found by review).
+            self.on_start(self.stats.selected)
         if bounds is None:
             return self.stats
         # Notes another worker holds (e.g. a killed run's leases) are set aside instead of

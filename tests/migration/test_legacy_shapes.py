@@ -18,6 +18,7 @@ from bson import Int64, ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
 
 from api.config import Settings
+from api.migration.progress import NullProgress
 from tests.conftest import running_app
 from tests.migration.support import run_in_process
 
@@ -150,7 +151,7 @@ async def test_unindexable_notes_fail_at_once_with_the_reason(
 
 
 async def test_notes_whose_id_is_not_an_objectid_are_reported(
-    settings: Settings, db: AsyncDatabase
+    settings: Settings, db: AsyncDatabase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     author = ObjectId()
     await db.notes.insert_many([_legacy(author, {}) for _ in range(3)])
@@ -159,8 +160,16 @@ async def test_notes_whose_id_is_not_an_objectid_are_reported(
     )
     _, estimate = await run_in_process(settings, dry_run=True)
     assert estimate["notes"] == 5 and len(estimate["unchunkable"]) == 2
-    for _ in range(2):  # a rerun reports them again; nothing is silently left behind
+    progress: list[tuple[str, int]] = []
+    monkeypatch.setattr(NullProgress, "start", lambda _self, n: progress.append(("start", n)))
+    monkeypatch.setattr(NullProgress, "update", lambda _self, n, **_: progress.append(("at", n)))
+    for total in (5, 2):  # a rerun reports them again; nothing is silently left behind
+        progress.clear()
         code, result = await run_in_process(settings, concurrency=1)
+        # The two unaddressable notes are done at once: they count in the total, which the
+        # progress bar ran past (found by review).
+        assert progress[0] == ("start", total), progress
+        assert all(n <= total for _, n in progress), progress
         assert code == 1 and result["failed"] == 2, result
         assert {f["note_id"] for f in result["failures"]} == {"legacy-42", "42"}
         assert all("not an ObjectId" in f["error"] for f in result["failures"])
