@@ -73,7 +73,11 @@ class Selection:
         if self.authors:
             query["author_id"] = {"$in": list(self.authors)}
         if self.since is not None:
-            query["created_at"] = {"$gte": self.since}
+            # As enqueueing reads it: a legacy ISO string or epoch milliseconds is the date
+            # it spells (a plain range skipped such notes silently; found by review), and a
+            # note with no creation date was created at its `_id`'s second.
+            created = {"$ifNull": [_as_date("$created_at"), _as_date("$_id")]}
+            query["$expr"] = {"$gte": [created, {"$literal": self.since}]}
         return query
 
     def up_to_date(self) -> dict[str, Any]:

@@ -138,6 +138,19 @@ async def test_filters_by_author_and_created_at(db: AsyncDatabase) -> None:
     assert await notes.count(Selection(CV, MODEL, authors=(a,))) == 3
     assert await notes.count(Selection(CV, MODEL, since=NOW + timedelta(days=4))) == 2
     assert await notes.count(Selection(CV, MODEL, authors=(a,), since=NOW + timedelta(days=4))) == 1
+    # Legacy creation dates as an ISO string or epoch milliseconds are compared as the
+    # dates they spell (a plain range skipped them silently; found by review).
+    late, early = NOW + timedelta(days=10), NOW - timedelta(days=10)
+    for created in (
+        late.isoformat(),
+        int(late.timestamp() * 1000),
+        early.isoformat(),
+        int(early.timestamp() * 1000),
+    ):
+        await db.notes.insert_one(
+            {"title": "legacy", "content_md": "x", "author_id": a, "created_at": created}
+        )
+    assert await notes.count(Selection(CV, MODEL, since=NOW + timedelta(days=4))) == 4
 
 
 async def test_enqueue_fills_only_missing_fields(db: AsyncDatabase) -> None:
