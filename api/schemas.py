@@ -20,7 +20,10 @@ TEXT_PATTERN = rf"^[^{CONTROL}]*[^{WHITESPACE}{CONTROL}][^{CONTROL}]*$"
 
 # A tag as every route accepts it (notes, search and chat filters, import); the configured
 # count and length limits are the notes service's.
-Tag = Annotated[str, StringConstraints(min_length=1, max_length=512, pattern=TEXT_PATTERN)]
+TAG_MAX_CHARS = 512
+Tag = Annotated[
+    str, StringConstraints(min_length=1, max_length=TAG_MAX_CHARS, pattern=TEXT_PATTERN)
+]
 
 
 def utf8_clean(value: str, field: str) -> str:

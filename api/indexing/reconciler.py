@@ -35,10 +35,10 @@ from api.indexing.lease import (
     record_failure,
     while_unavailable,
 )
-from api.indexing.records import IndexOutcome, chunk_document, index_fields, index_stats
+from api.indexing.records import IndexOutcome, chunk_document, chunk_tags, index_fields, index_stats
 from api.indexing.reuse import TurnOver, cache_evicted, vectors_for
 from api.notes.queue import IndexQueue, lease_expiry
-from api.notes.stored import check_indexable, note_content, note_status, note_tags, note_title
+from api.notes.stored import check_indexable, note_content, note_status, note_title
 from api.notes.versioning import whole_version
 
 log = structlog.get_logger(__name__)
@@ -164,7 +164,7 @@ class Reconciler:
         ):
             # Nothing to re-embed or swap (re-queued for tags, restore of an intact note,
             # or a no-op re-index): keep the chunks, refresh the denormalised tags.
-            tags = note_tags(note)
+            tags = chunk_tags(note)
             if any(d.get("tags") != tags for d in current):
                 await self.chunks.set_tags(note_id, version, tags)
             stats = index_stats(len(chunks), 0, 0, started)

@@ -14,6 +14,7 @@ from bson import ObjectId
 
 from api.db.ids import new_object_id
 from api.notes.stored import note_tags
+from api.schemas import TAG_MAX_CHARS
 from api.services.chunking import MarkdownChunk
 
 
@@ -35,6 +36,13 @@ def backoff_seconds(
     return ceiling / 2 + (rng or random).uniform(0, ceiling / 2)
 
 
+def chunk_tags(note: dict[str, Any]) -> list[str]:
+    """The note's tags as its chunks carry them, for search filters. A tag longer than any
+    filter tag can be never matches one, so it is left out: a legacy note's 200 KB tag was
+    copied into each of its 60 chunks (found by review)."""
+    return [t for t in note_tags(note) if len(t) <= TAG_MAX_CHARS]
+
+
 def chunk_document(
     note: dict[str, Any],
     version: int,
@@ -50,7 +58,7 @@ def chunk_document(
         "_id": new_object_id(),
         "note_id": note["_id"],
         "author_id": note["author_id"],
-        "tags": note_tags(note),
+        "tags": chunk_tags(note),
         "note_version": version,
         "chunk_index": chunk.chunk_index,
         "total_chunks": chunk.total_chunks,

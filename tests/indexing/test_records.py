@@ -47,6 +47,11 @@ def test_chunk_document_carries_the_chunk_the_owner_and_the_model() -> None:
         chunk_document({**note, "tags": None}, 1, chunks[0], [], model_key="m", now=now)["tags"]
         == []
     )
+    # A legacy tag longer than a filter tag can be (512) never matches a filter: it is not
+    # copied into every chunk (a 200 KB tag made 60 chunks 57x the note's size).
+    legacy = {**note, "tags": ["ops", "x" * 200_000, "y" * 512]}
+    doc = chunk_document(legacy, 1, chunks[0], [], model_key="m", now=now)
+    assert doc["tags"] == ["ops", "y" * 512]
 
 
 def test_index_stats_counts_reused_chunks_and_time() -> None:
