@@ -208,6 +208,8 @@ def render_summary(summary: MigrationSummary, console: Console) -> None:
     table.add_row("Notes skipped", _n(s.skipped) + (f" ({skipped})" if skipped else ""))
     if s.reindexed_after_edit:
         table.add_row("Re-indexed after an edit", _n(s.reindexed_after_edit))
+    if s.failed_after_edit:
+        table.add_row("Failed after an edit", _n(s.failed_after_edit))
     table.add_row("Chunks", _n(s.chunks))
     table.add_row("Chunks embedded / reused", f"{_n(s.embedded)} / {_n(s.reused)}")
     table.add_row("Tokens embedded", _n(s.tokens_embedded))

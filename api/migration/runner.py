@@ -64,6 +64,10 @@ class MigrationStats:
     # before the run's pages got to them (done + this = selected once the pass ends).
     left_selection: int = 0
     reindexed_after_edit: int = 0
+    # Catch-up runs that failed: the note is counted once, by its first pass, so its failure
+    # after an edit is counted here, not in `failed` (indexed + failed + skipped stays
+    # `done`; it was more, found by review).
+    failed_after_edit: int = 0
     chunks: int = 0
     embedded: int = 0
     reused: int = 0
@@ -78,7 +82,10 @@ class MigrationStats:
         self.reused += result.reused
         self.tokens_embedded += result.tokens_embedded
         if result.status == "failed":
-            self.failed += 1
+            if catch_up:
+                self.failed_after_edit += 1
+            else:
+                self.failed += 1
             if len(self.failures) < MAX_LISTED_FAILURES:
                 self.failures.append((str(result.note_id), result.detail or "failed"))
         if catch_up:
@@ -111,7 +118,7 @@ class MigrationSummary:
         1: a note failed or the run hit an error; 130: interrupted (rerun to resume)."""
         if self.interrupted:
             return 130
-        if self.error is not None or self.stats.failed:
+        if self.error is not None or self.stats.failed or self.stats.failed_after_edit:
             return 1
         return 0
 
@@ -129,6 +136,7 @@ class MigrationSummary:
             "indexed_by_other_workers": s.indexed_by_others,
             "left_selection": s.left_selection,
             "reindexed_after_edit": s.reindexed_after_edit,
+            "failed_after_edit": s.failed_after_edit,
             "chunks": s.chunks,
             "embedded": s.embedded,
             "reused": s.reused,

@@ -71,6 +71,22 @@ def test_stats_and_exit_codes() -> None:
     assert MigrationSummary(MigrationStats(), 0.1, error="AutoReconnect").exit_code == 1
 
 
+def test_a_failure_after_an_edit_is_counted_apart_and_still_fails_the_run() -> None:
+    """A note indexed by the first pass and failing in the catch-up pass was counted in
+    both `indexed` and `failed`: indexed + failed + skipped came to more than `done`."""
+    stats = MigrationStats(selected=2)
+    a, b = ObjectId(), ObjectId()
+    stats.record(NoteResult(a, "indexed", chunks=1))
+    stats.record(NoteResult(b, "indexed", chunks=1))
+    stats.record(NoteResult(a, "failed", detail="EmbeddingError: 500"), catch_up=True)
+    assert stats.indexed + stats.failed + stats.skipped == stats.done == 2
+    assert (stats.failed, stats.failed_after_edit) == (0, 1)
+    summary = MigrationSummary(stats, 1.0)
+    assert summary.exit_code == 1
+    out = summary.as_dict()
+    assert out["failed_after_edit"] == 1 and out["failures"][0]["note_id"] == str(a)
+
+
 def test_rate_and_eta() -> None:
     assert rate_and_eta(0, 100, 5.0) == (0.0, None)
     assert rate_and_eta(50, 100, 10.0) == (5.0, 10.0)
