@@ -203,6 +203,11 @@ def render_summary(summary: MigrationSummary, console: Console) -> None:
             "Left the selection first",
             f"{_n(s.left_selection)} (another worker indexed, deleted or trashed them)",
         )
+    if s.joined_selection:
+        table.add_row(
+            "Joined the selection during the run",
+            f"{_n(s.joined_selection)} (edited meanwhile, so they needed indexing too)",
+        )
     table.add_row("Notes failed", _n(s.failed))
     skipped = ", ".join(f"{k} {v:,}" for k, v in s.skip_reasons.items())
     table.add_row("Notes skipped", _n(s.skipped) + (f" ({skipped})" if skipped else ""))

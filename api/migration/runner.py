@@ -63,6 +63,10 @@ class MigrationStats:
     # Counted as selected, never reached: indexed by another worker, deleted or trashed
     # before the run's pages got to them (done + this = selected once the pass ends).
     left_selection: int = 0
+    # Net the other way: more notes reached than were selected at the start (pages re-run
+    # the selection, so a note edited into it mid-run is migrated too; `done` passed
+    # `selected` without a word, found by review). done = selected - left + joined.
+    joined_selection: int = 0
     reindexed_after_edit: int = 0
     # Catch-up runs that failed: the note is counted once, by its first pass, so its failure
     # after an edit is counted here, not in `failed` (indexed + failed + skipped stays
@@ -135,6 +139,7 @@ class MigrationSummary:
             "skip_reasons": s.skip_reasons,
             "indexed_by_other_workers": s.indexed_by_others,
             "left_selection": s.left_selection,
+            "joined_selection": s.joined_selection,
             "reindexed_after_edit": s.reindexed_after_edit,
             "failed_after_edit": s.failed_after_edit,
             "chunks": s.chunks,
@@ -216,6 +221,7 @@ class MigrationRunner:
             log.info("migration.deferred", notes=len(deferred))
             await self._process(_once(deferred), catch_up=False)
         self.stats.left_selection = max(0, self.stats.selected - self.stats.done)
+        self.stats.joined_selection = max(0, self.stats.done - self.stats.selected)
         if self._last_id is not None:
             await self._catch_up(started_at, bounds[0], self._last_id)
         return self.stats

@@ -157,3 +157,40 @@ async def test_notes_another_worker_indexed_first_are_accounted_for(
     summary = MigrationSummary(stats, 1.0)
     assert summary.as_dict()["left_selection"] == 2 and summary.exit_code == 0
     await check_all_indexed(db, chunker, ids)
+
+
+async def test_notes_edited_into_the_selection_mid_run_are_accounted_for(
+    settings: Settings, db: AsyncDatabase
+) -> None:
+    """Pages re-run the selection, so notes edited into it between the count and the pages
+    are migrated too: `done` passed `selected` without a word (50 selected, 70 done; found
+    by review). They are counted in `joined_selection`."""
+    author = ObjectId()
+    first = await insert_legacy(db, 4, [author])
+    code, _ = await run_in_process(settings, concurrency=1)
+    assert code == 0
+    later = await insert_legacy(db, 3, [author], start=4)
+    embedder = build_embedder(settings, None)
+    chunker = build_chunker(settings, embedder)
+    indexing = build_indexing(settings, db, chunker=chunker, embedder=embedder, concurrency=1)
+
+    class EditedMeanwhile(MigrationNotes):
+        async def id_range(self, selection: Selection) -> Any:
+            # What an API edit does to two indexed notes after the run counted its notes.
+            await self.collection.update_many(
+                {"_id": {"$in": first[:2]}},
+                {
+                    "$set": {"index_status": "pending", "next_attempt_at": datetime.now(UTC)},
+                    "$inc": {"version": 1},
+                },
+            )
+            return await super().id_range(selection)
+
+    selection = Selection(chunker.version, embedding_model_key(embedder))
+    stats = await MigrationRunner(indexing.reconciler, EditedMeanwhile(db), selection).run()
+    await embedder.aclose()
+    assert (stats.selected, stats.done, stats.indexed) == (3, 5, 5)
+    assert (stats.left_selection, stats.joined_selection) == (0, 2)
+    out = MigrationSummary(stats, 1.0).as_dict()
+    assert out["joined_selection"] == 2 and out["exit_code"] == 0
+    await check_all_indexed(db, chunker, first + later)
