@@ -56,7 +56,16 @@ class Estimate:
     reusable_tokens: int = 0
     tokens_to_embed: int = 0
     reasons: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REASONS, 0))
-    unchunkable: list[tuple[str, str]] = field(default_factory=list)
+    unchunkable: list[tuple[str, str]] = field(default_factory=list)  # the first ones
+    unchunkable_count: int = 0
+
+    def add_unchunkable(self, note_id: Any, error: str) -> None:
+        """Count a note the chunker cannot take; list the first `MAX_LISTED_UNCHUNKABLE`
+        (the list had no bound: a database of broken notes filled memory with it)."""
+        self.notes += 1
+        self.unchunkable_count += 1
+        if len(self.unchunkable) < MAX_LISTED_UNCHUNKABLE:
+            self.unchunkable.append((str(note_id), error))
 
     @property
     def cost_usd(self) -> float | None:
@@ -101,7 +110,14 @@ class Estimate:
             "estimated_cost_usd": self.cost_usd,
             "reasons": {k: v for k, v in self.reasons.items() if v},
             "unchunkable": [{"note_id": n, "error": e} for n, e in self.unchunkable],
+            "unchunkable_count": self.unchunkable_count,
         }
+
+
+# A dry-run page also stops at this much note text: a page of 200 notes of 2 MB, chunked at
+# once, held ~1.5 GB (found by review); a page is chunked at ~7.5 times its text.
+PAGE_CHARS = 16_000_000
+MAX_LISTED_UNCHUNKABLE = 1000
 
 
 def chunk_batch(
@@ -140,14 +156,14 @@ async def estimate(
     provider: str,
     model_name: str,
     batch_size: int = 200,
+    page_chars: int = PAGE_CHARS,
     on_progress: Callable[[int], None] | None = None,
 ) -> Estimate:
     """Chunk and count every selected note (read-only). `selection.embedding_model` is the
     model key chunks record; `model_name` the provider's model (for the price)."""
     result = Estimate(model=model_name, price_per_million=price_per_million(provider, model_name))
     for note_id in await notes.unaddressable(selection):
-        result.notes += 1
-        result.unchunkable.append((str(note_id), unaddressable_detail(note_id)))
+        result.add_unchunkable(note_id, unaddressable_detail(note_id))
     bounds = await notes.id_range(selection)
     if bounds is None:
         return result
@@ -156,7 +172,12 @@ async def estimate(
     while remaining is None or remaining > 0:
         size = batch_size if remaining is None else min(batch_size, remaining)
         docs = await notes.page(
-            selection, after=after, upto=bounds[1], limit=size, projection=ESTIMATE_PROJECTION
+            selection,
+            after=after,
+            upto=bounds[1],
+            limit=size,
+            projection=ESTIMATE_PROJECTION,
+            max_chars=page_chars,
         )
         if not docs:
             break
@@ -174,12 +195,11 @@ async def estimate(
         for doc, chunks in zip(docs, planned, strict=True):
             result.reasons[reason(doc, selection.chunking_version, selection.embedding_model)] += 1
             if isinstance(chunks, Exception):
-                result.notes += 1
-                result.unchunkable.append((str(doc["_id"]), f"{type(chunks).__name__}: {chunks}"))
+                result.add_unchunkable(doc["_id"], f"{type(chunks).__name__}: {chunks}")
                 continue
             result.add_note(doc.get("author_id"), chunks, known=known, cached=cached, seen=seen)
         if on_progress is not None:
             on_progress(len(docs))
     fields = {k: v for k, v in result.as_dict().items() if k not in ("reasons", "unchunkable")}
-    log.info("migration.dry_run", unchunkable=len(result.unchunkable), **fields)
+    log.info("migration.dry_run", **fields)
     return result

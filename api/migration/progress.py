@@ -180,8 +180,8 @@ def render_estimate(estimate: Estimate, console: Console) -> None:
     price = estimate.price_per_million
     table.add_row("Price per 1M tokens", "unknown" if price is None else f"${price:g}")
     table.add_row("Estimated cost", _money(estimate.cost_usd))
-    if estimate.unchunkable:
-        table.add_row("Chunker errors", _n(len(estimate.unchunkable)))
+    if estimate.unchunkable_count:
+        table.add_row("Chunker errors", _n(estimate.unchunkable_count))
     console.print(table)
     for note_id, error in estimate.unchunkable[:20]:
         console.print(f"  chunker error on note {note_id}: {error}")

@@ -53,16 +53,29 @@ class MigrationNotes:
         upto: Any,
         limit: int,
         projection: dict[str, Any] | None = None,
+        max_chars: int | None = None,
     ) -> list[dict[str, Any]]:
         """The next `limit` selected notes in `_id` order after `after` (None: from the
         start), up to `upto` inclusive. Keyset pagination: each page is one indexed range
-        scan, however large the collection."""
+        scan, however large the collection. `max_chars`: the page also ends once its notes'
+        `content_md` reach that many characters (at least one note)."""
         id_range: dict[str, Any] = {"$lte": upto}
         if after is not None:
             id_range["$gt"] = after
         query = {"$and": [selection.query(), {"_id": id_range}]}
         cursor = self.collection.find(query, projection or {"_id": 1}).sort("_id", 1).limit(limit)
-        return await cursor.to_list(length=limit)
+        if max_chars is None:
+            return await cursor.to_list(length=limit)
+        docs: list[dict[str, Any]] = []
+        chars = 0
+        async with cursor:
+            async for doc in cursor:
+                docs.append(doc)
+                content = doc.get("content_md")
+                chars += len(content) if isinstance(content, str) else 0
+                if chars >= max_chars:
+                    break
+        return docs
 
     async def enqueue(self, ids: list[ObjectId], selection: Selection, now: datetime) -> int:
         """Put the notes that still need indexing on the queue, due now (see
