@@ -69,41 +69,38 @@ class ImportService:
         of a request are held in memory while they wait for conversion, and one user's 12
         concurrent uploads of 50 MB held 1.2 GB (found by review). Later requests wait with
         their bodies unread."""
+        async with self._one_per_user(self._importing, user):
+            yield
+
+    @contextlib.asynccontextmanager
+    async def _one_per_user(self, busy: set[str], user: User) -> AsyncIterator[None]:
+        """Wait until `user` is not in `busy`, then hold the place until the block ends."""
         uid = str(user.id)
         async with self._turn:
-            await self._turn.wait_for(lambda: uid not in self._importing)
-            self._importing.add(uid)
+            await self._turn.wait_for(lambda: uid not in busy)
+            busy.add(uid)
         try:
             yield
         finally:
             async with self._turn:
-                self._importing.discard(uid)
+                busy.discard(uid)
                 self._turn.notify_all()
 
     async def _convert(self, user: User, filename: str, data: bytes) -> Any:
         """One conversion of `user` at a time, at most `concurrency` in all: a user
         uploading costly files waits for their own, not everyone's, turn."""
-        uid = str(user.id)
-        async with self._turn:
-            await self._turn.wait_for(lambda: uid not in self._converting)
-            self._converting.add(uid)
-        try:
-            async with self._gate:
-                limit = self._max_file_bytes
-                if not self._sandbox.isolated(filename, data, limit):
-                    return await asyncio.to_thread(convert_file, filename, data, max_bytes=limit)
-                job = await asyncio.to_thread(self._sandbox.start, filename, data, max_bytes=limit)
-                try:
-                    return await asyncio.to_thread(job.wait)
-                except asyncio.CancelledError:
-                    # The request is gone (server stopping, client away): the child goes
-                    # too, before the slots are given back (the thread returns at once).
-                    job.kill()
-                    raise
-        finally:
-            async with self._turn:
-                self._converting.discard(uid)
-                self._turn.notify_all()
+        async with self._one_per_user(self._converting, user), self._gate:
+            limit = self._max_file_bytes
+            if not self._sandbox.isolated(filename, data, limit):
+                return await asyncio.to_thread(convert_file, filename, data, max_bytes=limit)
+            job = await asyncio.to_thread(self._sandbox.start, filename, data, max_bytes=limit)
+            try:
+                return await asyncio.to_thread(job.wait)
+            except asyncio.CancelledError:
+                # The request is gone (server stopping, client away): the child goes too,
+                # before the slots are given back (the thread returns at once).
+                job.kill()
+                raise
 
     def _tags(self, derived: list[str], extra: list[str]) -> tuple[list[str], list[str]]:
         """The note's tags: those the file carries (front matter, `#tags`), cleaned and cut
