@@ -23,19 +23,16 @@ import argparse
 import asyncio
 import contextlib
 import random
-import shutil
 import statistics
-import tempfile
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import psutil
 from bson import ObjectId
+from pymongo import AsyncMongoClient
 
 from api.db.client import create_client
-from api.db.embedded import EmbeddedMongo
 from api.notes.repository import NotesSearchQueries
 from api.retrieval.grouping import DEFAULT_MAX_SECTION_CHARS
 from benchmarks.common import (
@@ -45,6 +42,7 @@ from benchmarks.common import (
     set_offline_env,
     update_section,
 )
+from benchmarks.service_harness import embedded_mongo
 
 MODES = ("windows (ours)", "whole notes (baseline)")
 _WORDS = "backup restore cluster replica index chunk vector search note heading".split()
@@ -62,50 +60,50 @@ def _note_text(rng: random.Random, chars: int) -> str:
 @contextlib.asynccontextmanager
 async def _stored_notes(notes: int, note_chars: int) -> AsyncIterator[tuple[Any, dict[str, Any]]]:
     """A fresh embedded server holding `notes` long notes; yields (server process, reads)."""
-    path = Path(tempfile.mkdtemp(prefix="autonote-bench-"))
-    server = EmbeddedMongo(path)
-    url = server.start()
-    client = create_client(url)
-    try:
+    with embedded_mongo() as server:
         assert server.process is not None
-        db = client["bench_note_text"]
-        rng = random.Random(7)
-        author = ObjectId()
-        ids = [ObjectId() for _ in range(notes)]
-        for note_id in ids:
-            await db.notes.insert_one(
-                {
-                    "_id": note_id,
-                    "author_id": author,
-                    "status": "active",
-                    "version": 1,
-                    "content_version": 1,
-                    "content_md": _note_text(rng, note_chars),
-                }
-            )
-        queries = NotesSearchQueries(db)
-        width = DEFAULT_MAX_SECTION_CHARS
-        windows = {
-            n: sorted((s, s + width) for s in rng.sample(range(0, note_chars - width), 2))
-            for n in ids
-        }
+        client = create_client(server.url)
+        try:
+            yield psutil.Process(server.process.pid), await _reads(client, notes, note_chars)
+        finally:
+            await client.close()
 
-        async def ours() -> int:
-            docs = await queries.text_windows(author, windows)
-            return sum(len(t) for d in docs for t in d["windows"])
 
-        async def baseline() -> int:
-            cursor = db.notes.find(
-                {"_id": {"$in": ids}, "author_id": author, "status": "active"},
-                {"content_md": 1, "version": 1, "content_version": 1},
-            )
-            return sum(len(d["content_md"]) for d in await cursor.to_list())
+async def _reads(client: AsyncMongoClient, notes: int, note_chars: int) -> dict[str, Any]:
+    """Store the notes; the two reads of them, by mode."""
+    db = client["bench_note_text"]
+    rng = random.Random(7)
+    author = ObjectId()
+    ids = [ObjectId() for _ in range(notes)]
+    for note_id in ids:
+        await db.notes.insert_one(
+            {
+                "_id": note_id,
+                "author_id": author,
+                "status": "active",
+                "version": 1,
+                "content_version": 1,
+                "content_md": _note_text(rng, note_chars),
+            }
+        )
+    queries = NotesSearchQueries(db)
+    width = DEFAULT_MAX_SECTION_CHARS
+    windows = {
+        n: sorted((s, s + width) for s in rng.sample(range(0, note_chars - width), 2)) for n in ids
+    }
 
-        yield psutil.Process(server.process.pid), {MODES[0]: ours, MODES[1]: baseline}
-    finally:
-        await client.close()
-        server.stop()
-        shutil.rmtree(path, ignore_errors=True)
+    async def ours() -> int:
+        docs = await queries.text_windows(author, windows)
+        return sum(len(t) for d in docs for t in d["windows"])
+
+    async def baseline() -> int:
+        cursor = db.notes.find(
+            {"_id": {"$in": ids}, "author_id": author, "status": "active"},
+            {"content_md": 1, "version": 1, "content_version": 1},
+        )
+        return sum(len(d["content_md"]) for d in await cursor.to_list())
+
+    return {MODES[0]: ours, MODES[1]: baseline}
 
 
 async def measure(notes: int, note_chars: int, rounds: int, concurrent: int) -> dict[str, Any]:

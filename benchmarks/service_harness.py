@@ -27,6 +27,7 @@ import numpy as np
 from pymongo import MongoClient
 
 from api.config import Settings, load_settings
+from api.db.embedded import EmbeddedMongo
 
 ADMIN_TOKEN = "bench-admin-token"
 
@@ -56,23 +57,30 @@ def summarize(samples_s: list[float]) -> LatencySummary:
 
 
 @contextlib.contextmanager
-def embedded_server(data_dir: Path | None = None) -> Iterator[str]:
-    """Start the embedded server in `data_dir` (default: a fresh temp dir); yield its URL.
+def embedded_mongo(data_dir: Path | None = None) -> Iterator[EmbeddedMongo]:
+    """Start the embedded server in `data_dir` (default: a fresh temp dir); yield it
+    (`.url`, and `.process` for its resources).
 
     Runs in the calling thread so the server's parent-death signal follows this process.
     A temp dir made here is removed afterwards.
     """
-    from api.db.embedded import EmbeddedMongo
-
     own_dir = data_dir is None
     path = Path(tempfile.mkdtemp(prefix="autonote-bench-")) if data_dir is None else data_dir
     server = EmbeddedMongo(path)
     try:
-        yield server.start()
+        server.start()
+        yield server
     finally:
         server.stop()
         if own_dir:
             shutil.rmtree(path, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def embedded_server(data_dir: Path | None = None) -> Iterator[str]:
+    """`embedded_mongo`, yielding its URL."""
+    with embedded_mongo(data_dir) as server:
+        yield server.url
 
 
 def bench_settings(mongo_url: str, db_name: str, data_dir: Path, **overrides: Any) -> Settings:
