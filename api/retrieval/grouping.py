@@ -132,8 +132,7 @@ def newest_version_per_note(hits: Sequence[ChunkHit]) -> list[ChunkHit]:
     note into one result, whose offsets index different texts (found by review)."""
     newest: dict[str, int] = {}
     for hit in hits:
-        if hit.note_version > newest.get(hit.note_id, hit.note_version - 1):
-            newest[hit.note_id] = hit.note_version
+        newest[hit.note_id] = max(newest.get(hit.note_id, hit.note_version), hit.note_version)
     return [h for h in hits if h.note_version == newest[h.note_id]]
 
 

@@ -80,7 +80,9 @@ def hit(
     text: str = "",
     version: int = 1,
     section: int | None = None,
+    end: int | None = None,
 ) -> ChunkHit:
+    """A hit whose chunk spans `start` to `end` (default: the length of its text)."""
     heading_path = heading if heading is not None else ["T", f"S{index}"]
     content = text or f"text {note_id}/{index}"
     return ChunkHit(
@@ -93,7 +95,7 @@ def hit(
         section_path=" > ".join(heading_path),
         content_md=content,
         start_offset=start,
-        end_offset=start + len(content),
+        end_offset=start + len(content) if end is None else end,
         score=score,
         section_index=section,
     )

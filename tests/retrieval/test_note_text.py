@@ -51,19 +51,15 @@ def _chunk_hits(name: str) -> tuple[str, list[ChunkHit]]:
     content = (FIXTURES / name).read_text(encoding="utf-8")
     chunks = MarkdownChunker(max_chunk_tokens=120, min_chunk_tokens=20).chunk_note(content, "T")
     hits = [
-        ChunkHit(
-            chunk_id=f"N:{c.chunk_index}",
-            note_id="N",
-            author_id="alice",
-            note_version=1,
-            chunk_index=c.chunk_index,
-            heading_path=c.heading_path,
-            section_path=c.section_path,
-            content_md=c.content_md,
-            start_offset=c.start_offset,
-            end_offset=c.end_offset,
-            section_index=c.section_index,
-            score=1.0 / (1 + c.chunk_index % 7),
+        hit(
+            "N",
+            c.chunk_index,
+            1.0 / (1 + c.chunk_index % 7),
+            heading=c.heading_path,
+            start=c.start_offset,
+            end=c.end_offset,
+            text=c.content_md,
+            section=c.section_index,
         )
         for c in chunks
     ]
