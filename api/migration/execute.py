@@ -222,7 +222,8 @@ async def _run(
 
     from api.indexing.runtime import build_indexing
     from api.migration.progress import render_summary, stop_quietly
-    from api.migration.runner import MigrationRunner, MigrationSummary
+    from api.migration.results import MigrationSummary
+    from api.migration.runner import MigrationRunner
     from api.notes.migration_queue import MigrationNotes
 
     log = structlog.get_logger("api.migration")
@@ -275,6 +276,13 @@ async def _run(
             loop.remove_signal_handler(sig)
         await asyncio.gather(*stoppers, return_exceptions=True)
         stop_quietly(reporter)
+    if stopping:
+        # The interrupt may have cut the run's own release short: without this, the notes
+        # it reserved would wait for the reservations to run out before workers take them.
+        try:
+            await runner.end_reservations()
+        except Exception as exc:
+            log.warning("migration.reservations_not_ended", error=_describe(exc))
     summary = MigrationSummary(
         runner.stats, time.monotonic() - started, interrupted=bool(stopping), error=error
     )

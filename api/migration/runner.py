@@ -10,148 +10,38 @@ Why it is safe to kill at any point and run again:
   the unique `(note_id, note_version, chunk_index)` index backs it up;
 - an edit made through the API during the run re-queues the note; the per-note loop and a
   final catch-up pass index the latest version.
+
+The notes it enqueues are reserved for it (`api.notes.queue`): the API's workers, which take
+the next due note, pass them over, so the backlog is indexed within `--concurrency` and the
+rate limits, and a user's edits do not queue behind it (both were broken; found by review).
+The run renews its reservations while it lives and ends them when it stops; a killed run's
+reservations run out after `reserve_s`, and then any worker (or a rerun) takes the notes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, Literal, cast
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
 import structlog
 from bson import ObjectId
 
 from api.db.client import is_unavailable
 from api.indexing.reconciler import Reconciler
+from api.migration.results import FinalStatus, MigrationStats, NoteResult
 from api.migration.selection import Selection, Verdict, settle, unaddressable_detail
 from api.notes.migration_queue import MigrationNotes
+from api.tasks import cancel_and_wait
 
 log = structlog.get_logger(__name__)
 
-MAX_LISTED_FAILURES = 50
 MAX_CLAIM_RETRIES = 100
-FinalStatus = Literal["indexed", "failed", "skipped"]
-
-
-@dataclass(frozen=True, slots=True)
-class NoteResult:
-    """How one note ended. Work counters add up every run of the note made by this
-    migration (an edit mid-run means two runs); `chunks` is the final chunk count."""
-
-    note_id: ObjectId
-    status: FinalStatus
-    chunks: int = 0
-    embedded: int = 0
-    reused: int = 0
-    tokens_embedded: int = 0
-    by_other: bool = False
-    detail: str | None = None
-
-
-@dataclass
-class MigrationStats:
-    """Running totals; `done` counts selected notes that reached a final state."""
-
-    selected: int = 0
-    done: int = 0
-    indexed: int = 0
-    failed: int = 0
-    skipped: int = 0
-    indexed_by_others: int = 0
-    # Counted as selected, never reached: indexed by another worker, deleted or trashed
-    # before the run's pages got to them (done + this = selected once the pass ends).
-    left_selection: int = 0
-    # Net the other way: more notes reached than were selected at the start (pages re-run
-    # the selection, so a note edited into it mid-run is migrated too; `done` passed
-    # `selected` without a word, found by review). done = selected - left + joined.
-    joined_selection: int = 0
-    reindexed_after_edit: int = 0
-    # Catch-up runs that failed: the note is counted once, by its first pass, so its failure
-    # after an edit is counted here, not in `failed` (indexed + failed + skipped stays
-    # `done`; it was more, found by review).
-    failed_after_edit: int = 0
-    chunks: int = 0
-    embedded: int = 0
-    reused: int = 0
-    tokens_embedded: int = 0
-    failures: list[tuple[str, str]] = field(default_factory=list)
-    skip_reasons: dict[str, int] = field(default_factory=dict)
-
-    def record(self, result: NoteResult, *, catch_up: bool = False) -> None:
-        """Add one note's result. Catch-up results (a note re-queued by an edit after its
-        first run) do not count as new notes; a failure still fails the run."""
-        self.embedded += result.embedded
-        self.reused += result.reused
-        self.tokens_embedded += result.tokens_embedded
-        if result.status == "failed":
-            if catch_up:
-                self.failed_after_edit += 1
-            else:
-                self.failed += 1
-            if len(self.failures) < MAX_LISTED_FAILURES:
-                self.failures.append((str(result.note_id), result.detail or "failed"))
-        if catch_up:
-            if result.status == "indexed":
-                self.reindexed_after_edit += 1
-            return
-        self.done += 1
-        if result.status == "indexed":
-            self.indexed += 1
-            self.chunks += result.chunks
-            self.indexed_by_others += result.by_other
-        elif result.status == "skipped":
-            self.skipped += 1
-            key = result.detail or "skipped"
-            self.skip_reasons[key] = self.skip_reasons.get(key, 0) + 1
-
-
-@dataclass
-class MigrationSummary:
-    """The end of a run, whatever ended it."""
-
-    stats: MigrationStats
-    duration_s: float
-    interrupted: bool = False
-    error: str | None = None
-
-    @property
-    def exit_code(self) -> int:
-        """0: every selected note ended indexed (or left the selection: deleted/trashed);
-        1: a note failed or the run hit an error; 130: interrupted (rerun to resume)."""
-        if self.interrupted:
-            return 130
-        if self.error is not None or self.stats.failed or self.stats.failed_after_edit:
-            return 1
-        return 0
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form (the `--json` output and the final log line)."""
-        s = self.stats
-        return {
-            "dry_run": False,
-            "selected": s.selected,
-            "done": s.done,
-            "indexed": s.indexed,
-            "failed": s.failed,
-            "skipped": s.skipped,
-            "skip_reasons": s.skip_reasons,
-            "indexed_by_other_workers": s.indexed_by_others,
-            "left_selection": s.left_selection,
-            "joined_selection": s.joined_selection,
-            "reindexed_after_edit": s.reindexed_after_edit,
-            "failed_after_edit": s.failed_after_edit,
-            "chunks": s.chunks,
-            "embedded": s.embedded,
-            "reused": s.reused,
-            "tokens_embedded": s.tokens_embedded,
-            "duration_s": round(self.duration_s, 3),
-            "interrupted": self.interrupted,
-            "error": self.error,
-            "failures": [{"note_id": n, "error": e} for n, e in s.failures],
-            "exit_code": self.exit_code,
-        }
+# How long the run's reservation of a note lasts unless renewed (every third of it): how
+# long the notes of a killed run wait before any worker may take them.
+RESERVE_S = 60.0
 
 
 class MigrationRunner:
@@ -169,6 +59,7 @@ class MigrationRunner:
         poll_s: float = 1.0,
         catch_up_rounds: int = 3,
         max_requeues: int = 3,
+        reserve_s: float = RESERVE_S,
         on_start: Callable[[int], None] | None = None,
         on_update: Callable[[MigrationStats], None] | None = None,
     ) -> None:
@@ -182,15 +73,57 @@ class MigrationRunner:
         self.poll_s = poll_s
         self.catch_up_rounds = catch_up_rounds
         self.max_requeues = max_requeues
+        self.reserve_s = reserve_s
         self.on_start = on_start
         self.on_update = on_update
         self.stats = MigrationStats()
         self.tasks: set[asyncio.Task[None]] = set()  # the running note loops
         self._last_id: Any = None
+        self._reserved: set[ObjectId] = set()  # enqueued by this run, not yet final
 
     async def run(self) -> MigrationStats:
         """Migrate everything selected, then catch up on notes edited meanwhile. Cancelling
-        the task stops cleanly: claimed notes keep their lease until it expires."""
+        the task stops cleanly: claimed notes keep their lease until it expires, and the
+        notes still reserved go back to every worker."""
+        renewing = asyncio.create_task(self._keep_reservations())
+        try:
+            return await self._run()
+        finally:
+            await cancel_and_wait([renewing])
+            with contextlib.suppress(Exception):
+                await self.end_reservations()
+
+    async def end_reservations(self) -> int:
+        """Give the notes this run reserved and did not finish back to every worker (called
+        when the run stops; again by the CLI after an interrupt cut the first call short)."""
+        ids = list(self._reserved)
+        ended = await self.notes.end_reservations(ids)
+        self._reserved.difference_update(ids)
+        return ended
+
+    async def _keep_reservations(self) -> None:
+        """Renew the live reservations every third of `reserve_s`. A failed renewal is
+        tried again soon; if the database stays away, the reservations run out and workers
+        may take the notes, which is safe (the per-note loop claims by id regardless)."""
+        interval = self.reserve_s / 3
+        while True:
+            await asyncio.sleep(interval)
+            now = datetime.now(UTC)
+            try:
+                await self.notes.renew_reservations(
+                    list(self._reserved), now + timedelta(seconds=self.reserve_s), now
+                )
+            except Exception as exc:
+                log.warning("migration.reservation_retry", error=str(exc)[:200])
+
+    async def _enqueue(self, ids: list[ObjectId]) -> int:
+        """Enqueue `ids`, reserved for this run (tracked so they are renewed and released)."""
+        self._reserved.update(ids)
+        now = datetime.now(UTC)
+        until = now + timedelta(seconds=self.reserve_s)
+        return await self.notes.enqueue(ids, self.selection, now, reserve_until=until)
+
+    async def _run(self) -> MigrationStats:
         started_at = datetime.now(UTC)
         total = await self.notes.count(self.selection)
         if self.selection.limit is not None:
@@ -272,7 +205,7 @@ class MigrationRunner:
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)
             async for ids in batches:
-                enqueued = await self.notes.enqueue(ids, self.selection, datetime.now(UTC))
+                enqueued = await self._enqueue(ids)
                 log.debug("migration.batch_enqueued", notes=len(ids), enqueued=enqueued)
                 for note_id in ids:
                     await queue.put(note_id)
@@ -291,6 +224,7 @@ class MigrationRunner:
                 assert deferred is not None
                 deferred.append(note_id)
                 continue
+            self._reserved.discard(note_id)
             self.stats.record(result, catch_up=catch_up)
             if result.status == "failed":
                 log.warning("migration.note_failed", note_id=str(note_id), error=result.detail)
@@ -345,7 +279,7 @@ class MigrationRunner:
                     detail = f"could not enqueue ({verdict.detail})"
                     return NoteResult(note_id, "failed", detail=detail, **work)
                 requeues += 1
-                await self.notes.enqueue([note_id], self.selection, datetime.now(UTC))
+                await self._enqueue([note_id])
             elif verdict.kind == "wait":
                 if not patient and verdict.wait_s > self.poll_s:
                     return None

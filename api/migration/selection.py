@@ -166,8 +166,10 @@ def _as_date(path: str) -> dict[str, Any]:
     }
 
 
-def enqueue_update(now: datetime) -> list[dict[str, Any]]:
-    """Put a note on the indexing queue WITHOUT clobbering anything.
+def enqueue_update(now: datetime, reserve_until: datetime | None = None) -> list[dict[str, Any]]:
+    """Put a note on the indexing queue WITHOUT clobbering anything, reserved for the
+    migration until `reserve_until` (workers claiming the next due note pass it over; see
+    `api.notes.queue`).
 
     Only missing fields are filled (`version` → 1, `status` → active, `updated_at` →
     `created_at`, the index fields → their empty values) and times stored as strings or
@@ -200,9 +202,25 @@ def enqueue_update(now: datetime) -> list[dict[str, Any]]:
                 "next_attempt_at": {"$literal": now},
                 "index_attempts": 0,
                 "index_error": None,
+                "reserved_until": _reservation(now, reserve_until),
             }
         },
     ]
+
+
+def _reservation(now: datetime, until: datetime | None) -> Any:
+    """`until`, except for a note already queued for the workers (pending and not
+    reserved: a user's write, or notes the API queued before the run): that one stays
+    theirs, so the migration reaching it never makes a user's edit wait for its turn."""
+    if until is None:
+        return None
+    in_workers_queue = {
+        "$and": [
+            {"$eq": ["$index_status", "pending"]},
+            {"$not": [{"$gt": ["$reserved_until", {"$literal": now}]}]},
+        ]
+    }
+    return {"$cond": [in_workers_queue, None, {"$literal": until}]}
 
 
 def catch_up_filter(

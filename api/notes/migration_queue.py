@@ -77,13 +77,42 @@ class MigrationNotes:
                     break
         return docs
 
-    async def enqueue(self, ids: list[ObjectId], selection: Selection, now: datetime) -> int:
-        """Put the notes that still need indexing on the queue, due now (see
-        `selection.enqueue_update` for why this cannot lose an edit)."""
+    async def enqueue(
+        self,
+        ids: list[ObjectId],
+        selection: Selection,
+        now: datetime,
+        *,
+        reserve_until: datetime | None = None,
+    ) -> int:
+        """Put the notes that still need indexing on the queue, due now and reserved for
+        the migration until `reserve_until` (see `selection.enqueue_update` for why this
+        cannot lose an edit)."""
         if not ids:
             return 0
         result = await self.collection.update_many(
-            enqueue_filter(ids, selection, now), enqueue_update(now)
+            enqueue_filter(ids, selection, now), enqueue_update(now, reserve_until)
+        )
+        return result.modified_count
+
+    async def renew_reservations(self, ids: list[ObjectId], until: datetime, now: datetime) -> int:
+        """Keep the run's live reservations (not those a user's write or a completed run
+        ended, nor run-out ones a worker may have taken) until `until`."""
+        if not ids:
+            return 0
+        result = await self.collection.update_many(
+            {"_id": {"$in": ids}, "reserved_until": {"$gt": now}},
+            {"$set": {"reserved_until": until}},
+        )
+        return result.modified_count
+
+    async def end_reservations(self, ids: list[ObjectId]) -> int:
+        """Hand the notes to any worker: due as they are, no longer reserved."""
+        if not ids:
+            return 0
+        result = await self.collection.update_many(
+            {"_id": {"$in": ids}, "reserved_until": {"$ne": None}},
+            {"$set": {"reserved_until": None}},
         )
         return result.modified_count
 

@@ -6,6 +6,13 @@ a note is the write that enqueues it). A worker takes a note with an atomic
 indexing set `index_status: pending` but cannot be claimed while the lease is held, so rapid
 edits coalesce into one more run on the latest version. An expired lease (crashed worker) is
 claimable again; `index_attempts` counts claims, so a note that crashes workers ends `failed`.
+
+A migration reserves the notes it enqueues (`reserved_until`, renewed while it runs): workers
+claiming "the next due note" pass them over, so the backlog is indexed under the migration's
+own concurrency and rate limits and a user's edits never queue behind it. A claim of one
+named note (the migration's own, a synchronous write's) ignores reservations; a user's write
+ends the reservation (`repository.pending_fields`); a migration that dies leaves reservations
+that simply run out.
 """
 
 from __future__ import annotations
@@ -19,15 +26,27 @@ from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 
 
-def _due(now: datetime) -> dict[str, Any]:
-    """Queued, due, and nobody holds a live lease on it."""
+def _unreserved(now: datetime) -> dict[str, Any]:
+    """No live migration reservation (missing, null, or run out)."""
+    return {"$or": [{"reserved_until": None}, {"reserved_until": {"$lte": now}}]}
+
+
+def _due(now: datetime, *, reserved_ok: bool = False) -> dict[str, Any]:
+    """Queued, due, nobody holds a live lease on it and (unless `reserved_ok`) no migration
+    has reserved it."""
     free = {"$or": [{"lease_expires_at": None}, {"lease_expires_at": {"$lt": now}}]}
-    return {"index_status": "pending", "next_attempt_at": {"$lte": now}, **free}
+    query: dict[str, Any] = {"index_status": "pending", "next_attempt_at": {"$lte": now}}
+    query["$and"] = [free] if reserved_ok else [free, _unreserved(now)]
+    return query
 
 
-def _dead(now: datetime) -> dict[str, Any]:
-    """A worker died mid-run: its lease ran out while the note said "indexing"."""
-    return {"index_status": "indexing", "lease_expires_at": {"$lt": now}}
+def _dead(now: datetime, *, reserved_ok: bool = False) -> dict[str, Any]:
+    """A worker died mid-run: its lease ran out while the note said "indexing". A dead
+    migration's note waits for its reservation to run out too (a rerun claims it by id)."""
+    query: dict[str, Any] = {"index_status": "indexing", "lease_expires_at": {"$lt": now}}
+    if not reserved_ok:
+        query["$and"] = [_unreserved(now)]
+    return query
 
 
 # A run's note handed back untouched: claimable at once, and not counted as an attempt.
@@ -57,8 +76,11 @@ def _under_lease(token: str, expires: datetime) -> dict[str, Any]:
     return {"lease_expires_at": expires, "lease_token": token}
 
 
-def _claimable(now: datetime, max_attempts: int) -> dict[str, Any]:
-    return {"$or": [_due(now), _dead(now)], "index_attempts": {"$lt": max_attempts}}
+def _claimable(now: datetime, max_attempts: int, *, reserved_ok: bool) -> dict[str, Any]:
+    return {
+        "$or": [_due(now, reserved_ok=reserved_ok), _dead(now, reserved_ok=reserved_ok)],
+        "index_attempts": {"$lt": max_attempts},
+    }
 
 
 class IndexQueue:
@@ -77,8 +99,9 @@ class IndexQueue:
         note_id: ObjectId | None = None,
     ) -> dict[str, Any] | None:
         """Atomically take the most overdue claimable note of anyone, a note whose worker
-        died included (or `note_id` if claimable)."""
-        query = _claimable(now, max_attempts)
+        died included (or `note_id` if claimable, even if a migration reserved it: whoever
+        names a note wants it now)."""
+        query = _claimable(now, max_attempts, reserved_ok=note_id is not None)
         if note_id is not None:
             query = {"_id": note_id, **query}
         return await self._take(query, token=token, now=now, lease_s=lease_s)
@@ -200,6 +223,7 @@ class IndexQueue:
                         "next_attempt_at": now,
                         "lease_token": None,
                         "lease_expires_at": None,
+                        "reserved_until": None,
                         "indexed_at": now,
                     }
                 }

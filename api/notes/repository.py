@@ -23,13 +23,16 @@ def _lit(value: Any) -> dict[str, Any]:
 
 
 def pending_fields(now: datetime, status: str = "pending") -> dict[str, Any]:
-    """The fields that put a note (back) on the indexing queue, due now."""
+    """The fields that put a note (back) on the indexing queue, due now. A write a user
+    made also ends a migration's reservation of the note (`api.notes.queue`), so any
+    worker indexes it at once rather than when the migration reaches it."""
     return {
         "index_status": status,
         "next_attempt_at": now,
         "index_attempts": 0,
         "index_error": None,
         "changed_at": now,
+        "reserved_until": None,
     }
 
 
@@ -132,6 +135,7 @@ class NotesRepository:
                     "next_attempt_at": if_requeue(now, "next_attempt_at"),
                     "index_attempts": if_requeue(0, "index_attempts"),
                     "index_error": if_requeue(None, "index_error"),
+                    "reserved_until": if_requeue(None, "reserved_until"),
                     "updated_at": now,
                     **{field: _lit(value) for field, value in changes.items()},
                 }

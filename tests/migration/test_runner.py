@@ -12,7 +12,8 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from api.config import Settings
 from api.indexing.runtime import build_indexing
-from api.migration.runner import MigrationRunner, MigrationSummary
+from api.migration.results import MigrationSummary
+from api.migration.runner import MigrationRunner
 from api.migration.selection import Selection
 from api.notes.migration_queue import MigrationNotes
 from api.providers import build_chunker, build_embedder, embedding_model_key
@@ -58,8 +59,10 @@ class TrashAfterEnqueue(MigrationNotes):
         super().__init__(db)
         self.trash, self.purge = trash, purge
 
-    async def enqueue(self, ids: list[ObjectId], selection: Selection, now: datetime) -> int:
-        n = await super().enqueue(ids, selection, now)
+    async def enqueue(
+        self, ids: list[ObjectId], selection: Selection, now: datetime, **kw: Any
+    ) -> int:
+        n = await super().enqueue(ids, selection, now, **kw)
         await self.collection.update_one({"_id": self.trash}, {"$set": {"status": "trashed"}})
         await self.collection.delete_one({"_id": self.purge})
         return n
