@@ -59,12 +59,14 @@ class MigrationRunner:
         poll_s: float = 1.0,
         catch_up_rounds: int = 3,
         max_requeues: int = 3,
-        reserve_s: float = RESERVE_S,
+        reserve_s: float | None = RESERVE_S,
         on_start: Callable[[int], None] | None = None,
         on_update: Callable[[MigrationStats], None] | None = None,
     ) -> None:
         if batch_size < 1 or concurrency < 1:
             raise ValueError("batch_size and concurrency must be >= 1")
+        if reserve_s is not None and reserve_s <= 0:
+            raise ValueError("reserve_s must be > 0 (None: no reservations)")
         self.reconciler = reconciler
         self.notes = notes
         self.selection = selection
@@ -73,7 +75,7 @@ class MigrationRunner:
         self.poll_s = poll_s
         self.catch_up_rounds = catch_up_rounds
         self.max_requeues = max_requeues
-        self.reserve_s = reserve_s
+        self.reserve_s = reserve_s  # None: enqueue for any worker (benchmarks' baseline)
         self.on_start = on_start
         self.on_update = on_update
         self.stats = MigrationStats()
@@ -103,8 +105,11 @@ class MigrationRunner:
 
     async def _keep_reservations(self) -> None:
         """Renew the live reservations every third of `reserve_s`. A failed renewal is
-        tried again soon; if the database stays away, the reservations run out and workers
-        may take the notes, which is safe (the per-note loop claims by id regardless)."""
+        tried again at the next one; if the database stays away, the reservations run out
+        and workers may take the notes, which is safe (the per-note loop claims by id
+        regardless)."""
+        if self.reserve_s is None:
+            return
         interval = self.reserve_s / 3
         while True:
             await asyncio.sleep(interval)
@@ -118,9 +123,11 @@ class MigrationRunner:
 
     async def _enqueue(self, ids: list[ObjectId]) -> int:
         """Enqueue `ids`, reserved for this run (tracked so they are renewed and released)."""
-        self._reserved.update(ids)
         now = datetime.now(UTC)
-        until = now + timedelta(seconds=self.reserve_s)
+        until = None
+        if self.reserve_s is not None:
+            self._reserved.update(ids)
+            until = now + timedelta(seconds=self.reserve_s)
         return await self.notes.enqueue(ids, self.selection, now, reserve_until=until)
 
     async def _run(self) -> MigrationStats:

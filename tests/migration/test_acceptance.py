@@ -10,6 +10,7 @@ import asyncio
 import json
 import signal
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,11 @@ def progress_lines(path: Path) -> list[dict[str, Any]]:
 
 # Seconds on a quiet machine; minutes when many jobs share 2 cores: don't fail on load.
 @pytest.mark.timeout(900)
+async def reserved(db: AsyncDatabase) -> int:
+    """Notes a migration has reserved right now."""
+    return await db.notes.count_documents({"reserved_until": {"$gt": datetime.now(UTC)}})
+
+
 async def test_500_legacy_notes_dry_run_interrupt_kill_resume(
     settings: Settings, db: AsyncDatabase, tmp_path: Path
 ) -> None:
@@ -118,6 +124,8 @@ async def test_500_legacy_notes_dry_run_interrupt_kill_resume(
     assert "Migration interrupted" in out1 and "run the same command again" in out1
     stopped_at = await indexed(db)
     assert stopped_at < N
+    # It handed what it had reserved back to every worker (`api.notes.queue`).
+    assert await reserved(db) == 0
 
     # Run 2: SIGKILLed half-way, leaving leases and maybe half-written chunks behind.
     log2 = tmp_path / "run2.log"
@@ -128,6 +136,8 @@ async def test_500_legacy_notes_dry_run_interrupt_kill_resume(
         await wait_exit(second)
     killed_at = await settled_indexed(db)
     assert stopped_at < killed_at < N, "killed in the middle of the run"
+    # Its reservations outlive it (workers wait for them to run out); the rerun takes them.
+    assert await reserved(db) > 0
 
     # Run 3 resumes and completes.
     log3 = tmp_path / "run3.log"

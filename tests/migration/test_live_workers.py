@@ -1,0 +1,176 @@
+"""The migration beside the API's own indexing workers (the default: two per API process).
+
+Before reservations, each batch the migration enqueued was due at once in the queue the
+workers take from: they indexed most of it (106 of 120 notes in a review run) outside the
+migration's `--concurrency` and rate limits, and a user's own edit waited behind that user's
+whole backlog (37-69 s with 600 notes). Now the workers pass over the notes the migration
+reserved, and a user's write is theirs at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bson import ObjectId
+from pymongo.asynchronous.database import AsyncDatabase
+
+from api.config import Settings
+from api.db.client import ensure_indexes
+from api.indexing.runtime import build_indexing
+from api.migration.limiter import RateLimitedEmbedder
+from api.migration.runner import MigrationRunner
+from api.migration.selection import Selection
+from api.notes.migration_queue import MigrationNotes
+from api.providers import build_chunker, build_embedder, embedding_model_key
+from tests.conftest import Api, running_app
+from tests.migration.support import check_all_indexed, chunker_for, insert_legacy, run_in_process
+
+
+async def _user(api: Api) -> tuple[dict[str, str], ObjectId]:
+    headers = await api.new_user("legacy owner")
+    me = (await api.client.get("/v1/me", headers=headers)).json()
+    return headers, ObjectId(me["user_id"])
+
+
+async def _indexed_at(db: AsyncDatabase, note_id: ObjectId, version: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        note = await db.notes.find_one({"_id": note_id})
+        if note["index_status"] == "indexed" and note["indexed_version"] == version:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"note {note_id} not indexed at version {version} in {timeout_s} s")
+
+
+async def test_the_api_workers_leave_the_migrations_notes_to_it(make_settings: Any) -> None:
+    """Every note is indexed by the migration itself, so `embedded` and `tokens_embedded`
+    are the whole cost and `--concurrency`/rate limits bound all of it."""
+    settings = make_settings()
+    assert settings.autonote_index_workers == 2
+    async with running_app(settings) as api:
+        db = api.container.db
+        _, owner = await _user(api)
+        ids = await insert_legacy(db, 40, [owner])
+        code, result = await run_in_process(settings, concurrency=1, batch_size=40)
+        assert code == 0, result
+        assert result["indexed"] == 40 and result["indexed_by_other_workers"] == 0, result
+        chunks = await check_all_indexed(db, chunker_for(settings), ids)
+        assert result["chunks"] == chunks and result["embedded"] + result["reused"] == chunks
+        # Nothing is left reserved: a later edit is any worker's at once.
+        assert await db.notes.count_documents({"reserved_until": {"$ne": None}}) == 0
+
+
+async def test_a_users_edit_does_not_wait_behind_their_migrating_backlog(
+    make_settings: Any,
+) -> None:
+    """The migration crawls (a request-rate limit); the user edits a note meanwhile. The
+    API's workers index the edit at once, before the backlog, and leave the backlog to the
+    migration. Stopping the migration hands what it reserved back to the workers."""
+    settings = make_settings(autonote_index_backoff_base_s=0.05)
+    async with running_app(settings) as api:
+        db = api.container.db
+        headers, owner = await _user(api)
+        created = await api.client.post(
+            "/v1/notes", headers=headers, json={"title": "live", "content_md": "## x\n\nfirst"}
+        )
+        live = ObjectId(created.json()["id"])
+        await _indexed_at(db, live, 1, 30)
+        backlog = await insert_legacy(db, 120, [owner])
+
+        embedder = build_embedder(settings, None)
+        chunker = build_chunker(settings, embedder)
+        # 10 requests a second: a burst of 10, then one embedding call every 0.1 s.
+        slow = RateLimitedEmbedder(
+            embedder, tokens_per_period=None, requests_per_period=10, period_s=1.0
+        )
+        indexing = build_indexing(settings, db, chunker=chunker, embedder=slow, concurrency=1)
+        selection = Selection(chunker.version, embedding_model_key(embedder))
+        runner = MigrationRunner(indexing.reconciler, MigrationNotes(db), selection, concurrency=1)
+        migration = asyncio.create_task(runner.run())
+        try:
+            for _ in range(500):  # the whole backlog is enqueued and reserved
+                if await db.notes.count_documents({"reserved_until": {"$gt": datetime.now(UTC)}}):
+                    break
+                await asyncio.sleep(0.02)
+            patched = await api.client.patch(
+                f"/v1/notes/{live}", headers=headers, json={"content_md": "## x\n\nsecond"}
+            )
+            assert patched.json()["version"] == 2
+            started = time.monotonic()
+            await _indexed_at(db, live, 2, 20)
+            latency = time.monotonic() - started
+            done = await db.notes.count_documents(
+                {"_id": {"$in": backlog}, "index_status": "indexed"}
+            )
+            # The workers took the edit first: the crawling migration indexed at most its
+            # burst of the backlog meanwhile (before, the edit waited for all 120).
+            assert done <= 30, done
+            assert latency < 10, latency
+            assert not migration.done()
+            assert runner.stats.indexed_by_others == 0
+        finally:
+            migration.cancel()
+            await asyncio.gather(migration, return_exceptions=True)
+            await slow.aclose()
+        # Stopped: its reservations ended, so the API's workers finish the backlog.
+        assert await db.notes.count_documents({"reserved_until": {"$gt": datetime.now(UTC)}}) == 0
+        deadline = time.monotonic() + 60
+        while await db.notes.count_documents({"index_status": {"$ne": "indexed"}}):
+            assert time.monotonic() < deadline, "the workers did not finish the backlog"
+            await asyncio.sleep(0.1)
+        await check_all_indexed(db, chunker, [live, *backlog])
+
+
+async def test_a_killed_runs_reservations_run_out(settings: Settings, db: AsyncDatabase) -> None:
+    """A run that dies without ending its reservations (SIGKILL) leaves them to run out:
+    until then only a claim by id (a rerun) takes the notes; after, any worker does."""
+    await ensure_indexes(db)
+    ids = await insert_legacy(db, 3, [ObjectId()])
+    embedder = build_embedder(settings, None)
+    chunker = build_chunker(settings, embedder)
+    indexing = build_indexing(settings, db, chunker=chunker, embedder=embedder, concurrency=1)
+    reconciler = indexing.reconciler
+    selection = Selection(chunker.version, embedding_model_key(embedder))
+    notes = MigrationNotes(db)
+    now = datetime.now(UTC)
+    assert await notes.enqueue(ids, selection, now, reserve_until=now + timedelta(seconds=1.5))
+    assert await reconciler.run_once() is None, "a worker took a reserved note"
+    taken = await reconciler.run_once(ids[0])  # a rerun names its notes
+    assert taken is not None and taken.status == "indexed"
+    await asyncio.sleep(1.6)
+    assert {(await reconciler.run_once()).note_id for _ in range(2)} == set(ids[1:])
+    await embedder.aclose()
+    await check_all_indexed(db, chunker, ids)
+
+
+async def test_reservations_outlive_their_term_while_the_run_lives(
+    settings: Settings, db: AsyncDatabase
+) -> None:
+    """A run slower than `reserve_s` renews its reservations (a crawling, rate-limited
+    migration of a large backlog must not hand it to the workers halfway)."""
+    await ensure_indexes(db)
+    ids = await insert_legacy(db, 16, [ObjectId()])
+    embedder = build_embedder(settings, None)
+    chunker = build_chunker(settings, embedder)
+    slow = RateLimitedEmbedder(embedder, tokens_per_period=None, requests_per_period=4, period_s=1)
+    indexing = build_indexing(settings, db, chunker=chunker, embedder=slow, concurrency=1)
+    selection = Selection(chunker.version, embedding_model_key(embedder))
+    runner = MigrationRunner(
+        indexing.reconciler, MigrationNotes(db), selection, concurrency=1, reserve_s=0.6
+    )
+    migration = asyncio.create_task(runner.run())
+    await asyncio.sleep(1.5)  # past two terms
+    now = datetime.now(UTC)
+    waiting = await db.notes.count_documents(
+        {"_id": {"$in": ids}, "index_status": {"$in": ["pending", "indexing"]}}
+    )
+    live = await db.notes.count_documents({"_id": {"$in": ids}, "reserved_until": {"$gt": now}})
+    assert waiting >= 4 and live == waiting, (waiting, live)
+    assert await indexing.reconciler.run_once() is None, "a worker took a reserved note"
+    stats = await migration
+    await slow.aclose()
+    assert stats.indexed == 16 and stats.indexed_by_others == 0
+    await check_all_indexed(db, chunker, ids)
