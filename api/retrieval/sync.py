@@ -13,6 +13,9 @@ commit has a later `indexed_at` and arrives next.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -71,6 +74,9 @@ def chunk_record(doc: dict[str, Any]) -> ChunkRecord:
 
 # Notes with more chunks than this are applied in a worker thread (see `_apply_off_loop`).
 _INLINE_APPLY_CHUNKS = 200
+# The ordering records are pruned when they reach this many entries (or twice what the
+# last pruning kept).
+PRUNE_MIN_ENTRIES = 10_000
 
 
 class LocalIndexSync:
@@ -92,6 +98,9 @@ class LocalIndexSync:
         self._tick = 0
         self._removed_at: dict[str, int] = {}
         self._apply_started: dict[str, int] = {}
+        # Start ticks of the reads+applies under way (see `_prune`).
+        self._in_flight: Counter[int] = Counter()
+        self._prune_at = PRUNE_MIN_ENTRIES
         self._task: asyncio.Task[None] | None = None
         self.loaded = asyncio.Event()
 
@@ -119,14 +128,15 @@ class LocalIndexSync:
         return total
 
     async def _load_batch(self, notes: list[dict[str, Any]]) -> int:
-        started = self._next_tick()
-        by_note: dict[ObjectId, list[dict[str, Any]]] = {n["_id"]: [] for n in notes}
-        pairs = [(n["_id"], int(n["indexed_version"])) for n in notes]
-        async for chunk in self._chunks.iter_versions(pairs):
-            by_note[chunk["note_id"]].append(chunk)
-        loaded = 0
-        for note in notes:
-            loaded += await self._apply_off_loop(note, by_note[note["_id"]], started)
+        with self._reading() as started:
+            by_note: dict[ObjectId, list[dict[str, Any]]] = {n["_id"]: [] for n in notes}
+            pairs = [(n["_id"], int(n["indexed_version"])) for n in notes]
+            async for chunk in self._chunks.iter_versions(pairs):
+                by_note[chunk["note_id"]].append(chunk)
+            loaded = 0
+            for note in notes:
+                loaded += await self._apply_off_loop(note, by_note[note["_id"]], started)
+        self._maybe_prune()
         return loaded
 
     def _apply(self, note: dict[str, Any], chunks: list[dict[str, Any]]) -> int:
@@ -148,9 +158,10 @@ class LocalIndexSync:
             return
         if self._applied.get(note_id) == (version, note.get("indexed_at")):
             return
-        started = self._next_tick()
-        chunks = await self._chunks.for_version(note["_id"], int(version), with_vectors=True)
-        await self._apply_off_loop(note, chunks, started)
+        with self._reading() as started:
+            chunks = await self._chunks.for_version(note["_id"], int(version), with_vectors=True)
+            await self._apply_off_loop(note, chunks, started)
+        self._maybe_prune()
 
     def remove(self, note_id: ObjectId) -> None:
         """A note was purged: drop it now (the poll cannot see deleted documents)."""
@@ -160,9 +171,40 @@ class LocalIndexSync:
         self._tick += 1
         return self._tick
 
+    @contextmanager
+    def _reading(self) -> Iterator[int]:
+        """A read and apply of chunks: its start tick, registered while it runs."""
+        started = self._next_tick()
+        self._in_flight[started] += 1
+        try:
+            yield started
+        finally:
+            self._in_flight[started] -= 1
+            if not self._in_flight[started]:
+                del self._in_flight[started]
+
+    def _maybe_prune(self) -> None:
+        """`_prune` once the ordering records have doubled since the last one (amortized
+        O(1) per apply)."""
+        if len(self._removed_at) + len(self._apply_started) >= self._prune_at:
+            self._prune()
+            kept = len(self._removed_at) + len(self._apply_started)
+            self._prune_at = max(PRUNE_MIN_ENTRIES, 2 * kept)
+
+    def _prune(self) -> None:
+        """Forget ordering records older than every read under way. They kept one entry
+        per note ever applied or removed, for the process's lifetime (found by review).
+        Dropping them decides nothing differently: `_apply_off_loop` compares a removal's
+        tick with reads that started before it, and every read under way or to come
+        started at or after the floor."""
+        floor = min(self._in_flight, default=self._tick + 1)
+        self._removed_at = {k: v for k, v in self._removed_at.items() if v >= floor}
+        self._apply_started = {k: v for k, v in self._apply_started.items() if v >= floor}
+
     def _drop(self, note_id: str) -> None:
         self._removed_at[note_id] = self._next_tick()
         self._forget(note_id)
+        self._maybe_prune()
 
     def _forget(self, note_id: str) -> None:
         self.index.remove_note(note_id)
