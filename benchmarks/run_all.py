@@ -26,6 +26,7 @@ BENCHMARKS = [
     "notes_api",
     "retrieval",
     "search_note_text",
+    "migration_live",
     "load",
 ]
 

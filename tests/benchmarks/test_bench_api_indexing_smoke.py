@@ -215,3 +215,18 @@ async def test_search_note_text_reads_less_than_whole_notes() -> None:
     assert result[MODES[0]]["chars"] == 2 * 2 * 6000  # two windows per note
     assert result[MODES[1]]["chars"] >= 2 * 40_000
     assert "1.00×" in render(result, 2, 40_000, 2, 2)
+
+
+async def test_migration_live_rounds_and_report(mongo_url: str) -> None:
+    import argparse
+
+    from benchmarks.migration_live import MODES, report, run_round
+
+    args = argparse.Namespace(backlog=12, edits=2, interval=0.2, rate=50.0, batch=6, rounds=1)
+    rounds = [await run_round(mongo_url, mode, args) for mode in MODES]
+    assert [len(r["edits"]) for r in rounds] == [2, 2, 2]
+    assert all(0 < t < 60 for r in rounds for t in r["edits"])
+    assert [r["backlog_indexed"] for r in rounds] == [0, 12, 12]
+    assert rounds[1]["by_workers"] == 0  # reserved: the workers leave the backlog alone
+    text = report(rounds, args)
+    assert "no migration (baseline)" in text and "1.00×" in text and "0 of 12" in text
