@@ -104,19 +104,18 @@ class MigrationRunner:
         return ended
 
     async def _keep_reservations(self) -> None:
-        """Renew the live reservations every third of `reserve_s`. A failed renewal is
-        tried again at the next one; if the database stays away, the reservations run out
-        and workers may take the notes, which is safe (the per-note loop claims by id
+        """Renew the reservations every third of `reserve_s`. A failed renewal is tried
+        again at the next one, which also renews what ran out meanwhile; while they are out,
+        workers may take the notes, which is safe (the per-note loop claims by id
         regardless)."""
         if self.reserve_s is None:
             return
         interval = self.reserve_s / 3
         while True:
             await asyncio.sleep(interval)
-            now = datetime.now(UTC)
             try:
                 await self.notes.renew_reservations(
-                    list(self._reserved), now + timedelta(seconds=self.reserve_s), now
+                    list(self._reserved), datetime.now(UTC) + timedelta(seconds=self.reserve_s)
                 )
             except Exception as exc:
                 log.warning("migration.reservation_retry", error=str(exc)[:200])
@@ -244,16 +243,19 @@ class MigrationRunner:
         `patient`: return None instead of waiting longer than `poll_s`."""
         work = {"embedded": 0, "reused": 0, "tokens_embedded": 0}
         requeues = retries = db_errors = 0
+        claim = True
         while True:
             try:
-                outcome = await self.reconciler.run_once(note_id)
-                if outcome is not None and outcome.stats:
-                    for key in work:
-                        work[key] += int(outcome.stats.get(key) or 0)
-                if outcome is not None and outcome.status in ("indexed", "failed"):
-                    return await self._final(
-                        note_id, outcome.status, outcome.stats, outcome.error, work
-                    )
+                if claim:
+                    outcome = await self.reconciler.run_once(note_id)
+                    if outcome is not None and outcome.stats:
+                        for key in work:
+                            work[key] += int(outcome.stats.get(key) or 0)
+                    if outcome is not None and outcome.status in ("indexed", "failed"):
+                        return await self._final(
+                            note_id, outcome.status, outcome.stats, outcome.error, work
+                        )
+                claim = True
                 state = await self.notes.state(note_id)
             except Exception as exc:
                 # A database blip must not fail a note (nothing about the note is wrong);
@@ -292,6 +294,9 @@ class MigrationRunner:
                     return None
                 # Poll at least every `poll_s`: an edit or another worker may end it sooner.
                 await asyncio.sleep(min(max(verdict.wait_s, 0.02), self.poll_s))
+            elif verdict.kind == "hold":  # a user's write: a worker may take it meanwhile
+                await asyncio.sleep(min(max(verdict.wait_s, 0.02), self.poll_s))
+                claim = False
             elif verdict.kind == "retry":  # claimable now; another claimer may have won
                 await asyncio.sleep(0.02)
 

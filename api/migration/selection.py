@@ -47,6 +47,9 @@ STATE_PROJECTION = {
     "chunking_version": 1,
     "embedding_model": 1,
     "last_index_stats": 1,
+    "changed_at": 1,
+    "reserved_until": 1,
+    "indexed_at": 1,
 }
 
 
@@ -199,7 +202,10 @@ def enqueue_update(now: datetime, reserve_until: datetime | None = None) -> list
                 "last_chunked_at": _fill("last_chunked_at", None),
                 "last_index_stats": _fill("last_index_stats", None),
                 "index_status": "pending",
-                "next_attempt_at": {"$literal": now},
+                # A user's write keeps its stamps, so it still reads as one (`settle`).
+                "next_attempt_at": {
+                    "$cond": [_users_write(now), "$next_attempt_at", {"$literal": now}]
+                },
                 "index_attempts": 0,
                 "index_error": None,
                 "reserved_until": _reservation(now, reserve_until),
@@ -208,19 +214,43 @@ def enqueue_update(now: datetime, reserve_until: datetime | None = None) -> list
     ]
 
 
-def _reservation(now: datetime, until: datetime | None) -> Any:
-    """`until`, except for a note already queued for the workers (pending and not
-    reserved: a user's write, or notes the API queued before the run): that one stays
-    theirs, so the migration reaching it never makes a user's edit wait for its turn."""
-    if until is None:
-        return None
-    in_workers_queue = {
+def _users_write(now: datetime) -> dict[str, Any]:
+    """A user's write no worker has finished: queued (or claimed by a worker that died)
+    by the write itself, which stamps `changed_at` and `next_attempt_at` alike. Other
+    re-queues (a new chunker or model at start-up, a retry's back-off, a recheck) move
+    `next_attempt_at` alone, and a legacy note has no `changed_at` (found by review: the
+    notes a start-up re-queued for a new chunker were left to the workers)."""
+    return {
         "$and": [
-            {"$eq": ["$index_status", "pending"]},
+            {"$in": ["$index_status", ["pending", "indexing"]]},
             {"$not": [{"$gt": ["$reserved_until", {"$literal": now}]}]},
+            {"$eq": [{"$type": "$changed_at"}, "date"]},
+            {"$eq": [{"$type": "$next_attempt_at"}, "date"]},
+            {"$gte": ["$changed_at", "$next_attempt_at"]},
         ]
     }
-    return {"$cond": [in_workers_queue, None, {"$literal": until}]}
+
+
+def users_write_waiting(note: dict[str, Any], now: datetime) -> bool:
+    """`_users_write` on a note read back (`STATE_PROJECTION`), for `settle`."""
+    reserved = note.get("reserved_until")
+    changed, due = note.get("changed_at"), note.get("next_attempt_at")
+    return (
+        note.get("index_status") in ("pending", "indexing")
+        and (reserved is None or reserved <= now)
+        and isinstance(changed, datetime)
+        and isinstance(due, datetime)
+        and changed >= due
+    )
+
+
+def _reservation(now: datetime, until: datetime | None) -> Any:
+    """`until`, except for a user's write no worker has finished (`_users_write`): that
+    stays the workers', so the migration reaching it never makes a user's edit wait for
+    its turn."""
+    if until is None:
+        return None
+    return {"$cond": [_users_write(now), None, {"$literal": until}]}
 
 
 def catch_up_filter(
@@ -261,7 +291,12 @@ def reason(note: dict[str, Any], chunking_version: str, embedding_model: str) ->
 
 # ---- the per-note loop's verdict -------------------------------------------------------
 
-VerdictKind = Literal["indexed", "failed", "skipped", "wait", "retry", "requeue"]
+# How long the per-note loop leaves a user's write to the API's workers (which poll every
+# AUTONOTE_INDEX_POLL_S, 0.5 s, and are woken by in-process writes) before taking it itself.
+WORKERS_FIRST_S = 1.0
+
+# wait: claim again after `wait_s`; hold: read the state again after it, without claiming.
+VerdictKind = Literal["indexed", "failed", "skipped", "wait", "hold", "retry", "requeue"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,5 +347,13 @@ def settle(note: dict[str, Any] | None, now: datetime, max_attempts: int) -> Ver
         due = note["next_attempt_at"]
         if due > now:
             return Verdict("wait", wait_s=(due - now).total_seconds())
+        if users_write_waiting(note, now):
+            # Edited while the run indexed it: the workers' turn first, so the edit does not
+            # wait for the migration's rate limiter (found by review); unless none takes it.
+            # Counted from when it became claimable: the run's end (`indexed_at`) or the write.
+            since = max(due, note.get("indexed_at") or due)
+            left = WORKERS_FIRST_S - (now - since).total_seconds()
+            if left > 0:
+                return Verdict("hold", wait_s=left, detail="a user's write: workers first")
         return Verdict("retry")
     return Verdict("requeue", detail=f"index_status={status!r}")

@@ -95,13 +95,14 @@ class MigrationNotes:
         )
         return result.modified_count
 
-    async def renew_reservations(self, ids: list[ObjectId], until: datetime, now: datetime) -> int:
-        """Keep the run's live reservations (not those a user's write or a completed run
-        ended, nor run-out ones a worker may have taken) until `until`."""
+    async def renew_reservations(self, ids: list[ObjectId], until: datetime) -> int:
+        """Keep the run's reservations until `until`: also one that ran out (a missed
+        renewal, the database away) while its note still waits, but none that a user's
+        write, a completed run or the run's end cleared."""
         if not ids:
             return 0
         result = await self.collection.update_many(
-            {"_id": {"$in": ids}, "reserved_until": {"$gt": now}},
+            {"_id": {"$in": ids}, "reserved_until": {"$ne": None}},
             {"$set": {"reserved_until": until}},
         )
         return result.modified_count

@@ -220,7 +220,11 @@ class IndexQueue:
                         "index_status": {"$cond": [still_current, "indexed", "pending"]},
                         "index_attempts": 0,
                         "index_error": None,
-                        "next_attempt_at": now,
+                        # Left pending by an edit: its own stamp (never later than now),
+                        # so the note still reads as a user's write (migration.selection).
+                        "next_attempt_at": {
+                            "$cond": [still_current, now, {"$min": ["$next_attempt_at", now]}]
+                        },
                         "lease_token": None,
                         "lease_expires_at": None,
                         "reserved_until": None,
@@ -288,6 +292,10 @@ class IndexQueue:
                         "index_status": {"$cond": [still_current, final, "pending"]},
                         "next_attempt_at": {"$cond": [still_current, retry_at, "$next_attempt_at"]},
                         "index_error": {"$literal": error[:2000]},
+                        # A note that failed for good is no migration's any more.
+                        "reserved_until": {
+                            "$cond": [{"$and": [still_current, give_up]}, None, "$reserved_until"]
+                        },
                         "lease_token": None,
                         "lease_expires_at": None,
                     }

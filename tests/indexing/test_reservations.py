@@ -114,10 +114,77 @@ async def test_enqueueing_leaves_a_note_already_queued_for_the_workers_to_them(
         now = datetime.now(UTC)
         notes = MigrationNotes(api.container.db)
         until = now + timedelta(seconds=60)
-        assert await notes.enqueue([fresh, legacy], _selection(api), now, reserve_until=until) == 2
+        before = await api.container.db.notes.find_one({"_id": fresh})
+        # The user's note is left exactly as its write queued it (only the legacy one moves).
+        assert await notes.enqueue([fresh, legacy], _selection(api), now, reserve_until=until) == 1
+        assert await api.container.db.notes.find_one({"_id": fresh}) == before
         assert not await _reserved(api, fresh) and await _reserved(api, legacy)
-        # Renewal keeps only live reservations; ending them hands the notes over.
+        # Renewal keeps only reservations nothing cleared; ending them hands the notes over.
         later = until + timedelta(seconds=60)
-        assert await notes.renew_reservations([fresh, legacy], later, now) == 1
+        assert await notes.renew_reservations([fresh, legacy], later) == 1
         assert await notes.end_reservations([fresh, legacy]) == 1
         assert not await _reserved(api, legacy)
+        # A reservation that ran out (a missed renewal) is renewed while its note waits.
+        lapsed = (await insert_legacy(api.container.db, 1, [ObjectId()], start=1))[0]
+        gone = now - timedelta(seconds=1)
+        assert await notes.enqueue([lapsed], _selection(api), now, reserve_until=gone) == 1
+        assert not await _reserved(api, lapsed)
+        assert await notes.renew_reservations([lapsed], later) == 1
+        assert await _reserved(api, lapsed)
+
+
+async def test_notes_requeued_for_a_new_chunker_are_reserved(make_settings: Any) -> None:
+    """Every API or worker process re-queues, at start-up, the notes another chunker or
+    model made (`requeue_stale`): pending and unreserved, but no user's write. The
+    migration reaching them reserves them (it left all of them to the workers; found by
+    review)."""
+    async with running_app(make_settings(autonote_index_workers=0)) as api:
+        db = api.container.db
+        ids = await insert_legacy(db, 6, [ObjectId()])
+        await db.notes.update_many(
+            {"_id": {"$in": ids}},
+            [
+                {
+                    "$set": {
+                        "index_status": "indexed",
+                        "indexed_version": {"$ifNull": ["$version", 1]},
+                        "chunking_version": "an older chunker",
+                        "embedding_model": "an older model",
+                        "chunk_count": 1,
+                        "changed_at": datetime(2024, 1, 1, tzinfo=UTC),
+                    }
+                }
+            ],
+        )
+        selection = _selection(api)
+        requeued = await IndexQueue(db).requeue_stale(
+            chunking_version=selection.chunking_version,
+            embedding_model=selection.embedding_model,
+            now=datetime.now(UTC),
+        )
+        assert requeued == 6
+        await _reserve(api, ids)
+        assert [await _reserved(api, i) for i in ids] == [True] * 6
+
+
+async def test_a_users_write_whose_worker_died_stays_the_workers(make_settings: Any) -> None:
+    """A user's note claimed by a worker that died (lease out) is still a user's write:
+    enqueueing leaves it unreserved and due, so the workers recover it at once instead of
+    when the migration's loops reach it (found by review)."""
+    async with running_app(make_settings(autonote_index_workers=0)) as api:
+        db = api.container.db
+        headers = await api.new_user()
+        r = await api.client.post(
+            "/v1/notes", headers=headers, json={"title": "t", "content_md": "# a\n\nuser text"}
+        )
+        note_id = ObjectId(r.json()["id"])
+        queue = IndexQueue(db)
+        claimed = await queue.claim(now=datetime.now(UTC), **{**LEASE, "lease_s": 0.01})
+        assert claimed is not None and claimed["_id"] == note_id
+        now = datetime.now(UTC) + timedelta(seconds=1)  # the lease has run out
+        notes = MigrationNotes(db)
+        until = now + timedelta(seconds=60)
+        assert await notes.enqueue([note_id], _selection(api), now, reserve_until=until) == 1
+        assert not await _reserved(api, note_id)
+        taken = await queue.claim(now=datetime.now(UTC), **LEASE)
+        assert taken is not None and taken["_id"] == note_id

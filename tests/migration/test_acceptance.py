@@ -82,13 +82,13 @@ def progress_lines(path: Path) -> list[dict[str, Any]]:
     return [x for x in lines if x.get("event") == "migration.progress"]
 
 
-# Seconds on a quiet machine; minutes when many jobs share 2 cores: don't fail on load.
-@pytest.mark.timeout(900)
 async def reserved(db: AsyncDatabase) -> int:
     """Notes a migration has reserved right now."""
     return await db.notes.count_documents({"reserved_until": {"$gt": datetime.now(UTC)}})
 
 
+# Seconds on a quiet machine; minutes when many jobs share 2 cores: don't fail on load.
+@pytest.mark.timeout(900)
 async def test_500_legacy_notes_dry_run_interrupt_kill_resume(
     settings: Settings, db: AsyncDatabase, tmp_path: Path
 ) -> None:

@@ -14,12 +14,14 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
 
 from api.config import Settings
 from api.db.client import ensure_indexes
 from api.indexing.runtime import build_indexing
+from api.migration import selection as selection_rules
 from api.migration.limiter import RateLimitedEmbedder
 from api.migration.runner import MigrationRunner
 from api.migration.selection import Selection
@@ -174,3 +176,66 @@ async def test_reservations_outlive_their_term_while_the_run_lives(
     await slow.aclose()
     assert stats.indexed == 16 and stats.indexed_by_others == 0
     await check_all_indexed(db, chunker, ids)
+
+
+async def test_an_edit_during_the_migrations_run_of_the_note_goes_to_the_workers(
+    make_settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The edit ends the reservation and the run completes the note as pending. The per-note
+    loop claimed it again 20 ms later, before any worker could, so the user's edit waited
+    for the migration's saturated rate limiter (found by review). Now the loop leaves a
+    user's write to the workers for `WORKERS_FIRST_S` and finds it indexed by them (here
+    5 s, so a loaded machine's slow worker poll cannot fail the test)."""
+    monkeypatch.setattr(selection_rules, "WORKERS_FIRST_S", 5.0)
+    settings = make_settings()
+    async with running_app(settings) as api:
+        db = api.container.db
+        headers, owner = await _user(api)
+        backlog = await insert_legacy(db, 12, [owner])
+        embedder = build_embedder(settings, None)
+        chunker = build_chunker(settings, embedder)
+        # One embedding call a second for 4 loops: every run waits seconds for its turn.
+        slow = RateLimitedEmbedder(
+            embedder, tokens_per_period=None, requests_per_period=1, period_s=1.0
+        )
+        indexing = build_indexing(settings, db, chunker=chunker, embedder=slow, concurrency=4)
+        reconciler = indexing.reconciler
+        runs: list[tuple[ObjectId | None, str | None]] = []
+        run_once = reconciler.run_once
+
+        async def recording(note_id: ObjectId | None = None) -> Any:
+            outcome = await run_once(note_id)
+            runs.append((note_id, None if outcome is None else outcome.status))
+            return outcome
+
+        reconciler.run_once = recording  # type: ignore[method-assign]
+        selection = Selection(chunker.version, embedding_model_key(embedder))
+        runner = MigrationRunner(reconciler, MigrationNotes(db), selection, concurrency=4)
+        migration = asyncio.create_task(runner.run())
+        try:
+            target = None
+            for _ in range(3000):
+                target = await db.notes.find_one(
+                    {"lease_token": {"$regex": f"^{reconciler.worker_id}"}}
+                )
+                if target is not None:
+                    break
+                await asyncio.sleep(0.005)
+            assert target is not None, "the migration never claimed a note"
+            note_id = target["_id"]
+            r = await api.client.patch(
+                f"/v1/notes/{note_id}", headers=headers, json={"content_md": "## new\n\nwords"}
+            )
+            await _indexed_at(db, note_id, r.json()["version"], 30)
+            for _ in range(200):  # the loop's own verdict on the note
+                if any(n == note_id and s is None for n, s in runs):
+                    break
+                await asyncio.sleep(0.05)
+            mine = [s for n, s in runs if n == note_id]
+            # One run by the migration, which the edit overtook; the workers did the edit.
+            assert mine[0] == "pending" and set(mine[1:]) <= {None}, mine
+        finally:
+            migration.cancel()
+            await asyncio.gather(migration, return_exceptions=True)
+            await slow.aclose()
+        assert note_id in backlog

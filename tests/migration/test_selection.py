@@ -10,7 +10,7 @@ import pytest
 from bson import Binary, Code, Decimal128, Int64, ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
 
-from api.migration.selection import Selection, reason, settle
+from api.migration.selection import WORKERS_FIRST_S, Selection, reason, settle
 from api.notes.migration_queue import MigrationNotes
 from api.notes.versioning import WHOLE_VERSION, is_whole_version, whole_version
 
@@ -318,6 +318,33 @@ def test_settle_waits_for_the_later_of_lease_and_retry() -> None:
         "next_attempt_at": NOW + timedelta(seconds=3),
     }
     assert settle(retry, NOW, 5).wait_s == pytest.approx(3)
+
+
+def test_settle_leaves_a_users_write_to_the_workers_for_a_moment() -> None:
+    """Edited while the migration's run held it: pending, due, unreserved, stamped by the
+    write (`changed_at` = `next_attempt_at`). Held for WORKERS_FIRST_S from when it became
+    claimable (the run's end), then the migration's to claim; any other pending note is
+    claimed at once."""
+    edited = {
+        "status": "active",
+        "index_status": "pending",
+        "index_attempts": 0,
+        "changed_at": NOW - timedelta(seconds=5),
+        "next_attempt_at": NOW - timedelta(seconds=5),
+        "indexed_at": NOW - timedelta(seconds=0.25),  # the run that the edit overtook
+        "reserved_until": None,
+    }
+    verdict = settle(edited, NOW, 5)
+    assert (verdict.kind, verdict.final) == ("hold", False)
+    assert verdict.wait_s == pytest.approx(WORKERS_FIRST_S - 0.25)
+    later = NOW + timedelta(seconds=WORKERS_FIRST_S)
+    assert settle(edited, later, 5).kind == "retry"  # no worker took it
+    requeued = {**edited, "changed_at": NOW - timedelta(days=1)}  # a start-up re-queue
+    assert settle(requeued, NOW, 5).kind == "retry"
+    reserved = {**edited, "reserved_until": NOW + timedelta(seconds=30)}
+    assert settle(reserved, NOW, 5).kind == "retry"
+    legacy = {k: v for k, v in edited.items() if k != "changed_at"}
+    assert settle(legacy, NOW, 5).kind == "retry"
 
 
 async def test_enqueue_makes_a_legacy_version_a_whole_number(db: AsyncDatabase) -> None:
