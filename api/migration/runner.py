@@ -28,6 +28,7 @@ from typing import Any, cast
 
 import structlog
 from bson import ObjectId
+from pymongo.errors import PyMongoError
 
 from api.db.client import is_unavailable
 from api.indexing.reconciler import Reconciler
@@ -270,6 +271,13 @@ class MigrationRunner:
             if verdict.final:
                 if verdict.kind == "indexed" and state is not None:
                     self._check_config(note_id, state)
+                if verdict.kind == "failed" and (state or {}).get("index_status") == "indexing":
+                    # Its runs kept dying: say so on the note, as the workers' sweep would
+                    # (if this write fails, the sweep still will).
+                    with contextlib.suppress(PyMongoError):
+                        await self.reconciler.queue.fail_exhausted(
+                            datetime.now(UTC), self.reconciler.config.max_attempts
+                        )
                 return NoteResult(
                     note_id,
                     cast(FinalStatus, verdict.kind),

@@ -183,8 +183,18 @@ def enqueue_update(now: datetime, reserve_until: datetime | None = None) -> list
     "3" or 3.0 becomes 3, junk becomes 1), so an edit the API makes at any moment survives
     whichever write lands first:
     the API's writes also just set `pending`, and versions only grow. The attempt budget is
-    reset, so `failed` notes and notes whose workers died are retried.
+    reset, so `failed` notes are retried, except for a note whose last run died with its
+    process (`indexing`, lease run out): it stays that, claimable, with its attempts, so a
+    note that kills every process indexing it ends `failed` after the attempt budget instead
+    of killing every rerun of the migration at the same place (found by review).
     """
+    # The filter saw its lease run out (an `indexing` note with no lease is no claim at all).
+    died = {
+        "$and": [
+            {"$eq": ["$index_status", "indexing"]},
+            {"$eq": [{"$type": "$lease_expires_at"}, "date"]},
+        ]
+    }
     created = {"$ifNull": [_as_date("$created_at"), _as_date("$_id"), {"$literal": now}]}
     return [
         {"$set": {"created_at": created, "status": _fill("status", "active")}},
@@ -201,12 +211,12 @@ def enqueue_update(now: datetime, reserve_until: datetime | None = None) -> list
                 "embedding_model": _fill("embedding_model", None),
                 "last_chunked_at": _fill("last_chunked_at", None),
                 "last_index_stats": _fill("last_index_stats", None),
-                "index_status": "pending",
+                "index_status": {"$cond": [died, "indexing", "pending"]},
                 # A user's write keeps its stamps, so it still reads as one (`settle`).
                 "next_attempt_at": {
                     "$cond": [_users_write(now), "$next_attempt_at", {"$literal": now}]
                 },
-                "index_attempts": 0,
+                "index_attempts": {"$cond": [died, {"$ifNull": ["$index_attempts", 0]}, 0]},
                 "index_error": None,
                 "reserved_until": _reservation(now, reserve_until),
             }

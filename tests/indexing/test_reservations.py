@@ -169,8 +169,8 @@ async def test_notes_requeued_for_a_new_chunker_are_reserved(make_settings: Any)
 
 async def test_a_users_write_whose_worker_died_stays_the_workers(make_settings: Any) -> None:
     """A user's note claimed by a worker that died (lease out) is still a user's write:
-    enqueueing leaves it unreserved and due, so the workers recover it at once instead of
-    when the migration's loops reach it (found by review)."""
+    enqueueing leaves it unreserved, so the workers recover it at once instead of when the
+    migration's loops reach it (found by review)."""
     async with running_app(make_settings(autonote_index_workers=0)) as api:
         db = api.container.db
         headers = await api.new_user()
@@ -184,7 +184,8 @@ async def test_a_users_write_whose_worker_died_stays_the_workers(make_settings: 
         now = datetime.now(UTC) + timedelta(seconds=1)  # the lease has run out
         notes = MigrationNotes(db)
         until = now + timedelta(seconds=60)
-        assert await notes.enqueue([note_id], _selection(api), now, reserve_until=until) == 1
+        # Left as the dead run left it: unreserved, its attempt counted (`enqueue_update`).
+        assert await notes.enqueue([note_id], _selection(api), now, reserve_until=until) == 0
         assert not await _reserved(api, note_id)
-        taken = await queue.claim(now=datetime.now(UTC), **LEASE)
+        taken = await queue.claim_stale(now=now, **LEASE)
         assert taken is not None and taken["_id"] == note_id
