@@ -7,12 +7,8 @@ indexing set `index_status: pending` but cannot be claimed while the lease is he
 edits coalesce into one more run on the latest version. An expired lease (crashed worker) is
 claimable again; `index_attempts` counts claims, so a note that crashes workers ends `failed`.
 
-A migration reserves the notes it enqueues (`reserved_until`, renewed while it runs): workers
-claiming "the next due note" pass them over, so the backlog is indexed under the migration's
-own concurrency and rate limits and a user's edits never queue behind it. A claim of one
-named note (the migration's own, a synchronous write's) ignores reservations; a user's write
-ends the reservation (`repository.pending_fields`); a migration that dies leaves reservations
-that simply run out.
+A migration reserves the notes it enqueues (`reserved_until`; see `api.migration.runner`):
+claims of "the next due note" pass them over, a claim naming a note does not.
 """
 
 from __future__ import annotations
