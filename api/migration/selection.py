@@ -12,7 +12,7 @@ heading-only note), which would make every rerun do work forever.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from bson import ObjectId
@@ -203,7 +203,10 @@ def enqueue_update(now: datetime, reserve_until: datetime | None = None) -> list
                 "version": WHOLE_VERSION,
                 # "$created_at" is the date the stage above stored.
                 "updated_at": {"$ifNull": [_as_date("$updated_at"), "$created_at"]},
-                "changed_at": _fill("changed_at", now),
+                # A millisecond before its re-queue (`next_attempt_at`, now): a user's write
+                # stamps both alike, and this must never read as one (`_users_write`; found
+                # by review: released legacy notes did).
+                "changed_at": _fill("changed_at", now - timedelta(milliseconds=1)),
                 "indexed_version": _fill("indexed_version", None),
                 "chunk_count": _fill("chunk_count", 0),
                 "chunking_strategy": _fill("chunking_strategy", None),
@@ -361,7 +364,8 @@ def settle(note: dict[str, Any] | None, now: datetime, max_attempts: int) -> Ver
             # Edited while the run indexed it: the workers' turn first, so the edit does not
             # wait for the migration's rate limiter (found by review); unless none takes it.
             # Counted from when it became claimable: the run's end (`indexed_at`) or the write.
-            since = max(due, note.get("indexed_at") or due)
+            ended = note.get("indexed_at")
+            since = min(max(due, ended) if isinstance(ended, datetime) else due, now)
             left = WORKERS_FIRST_S - (now - since).total_seconds()
             if left > 0:
                 return Verdict("hold", wait_s=left, detail="a user's write: workers first")

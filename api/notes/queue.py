@@ -313,6 +313,7 @@ class IndexQueue:
                     "index_status": "failed",
                     "lease_token": None,
                     "lease_expires_at": None,
+                    "reserved_until": None,
                     "index_error": "indexing did not finish (worker crashed or timed out) "
                     f"{max_attempts} times",
                 }

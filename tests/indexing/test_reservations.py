@@ -189,3 +189,17 @@ async def test_a_users_write_whose_worker_died_stays_the_workers(make_settings: 
         assert not await _reserved(api, note_id)
         taken = await queue.claim_stale(now=now, **LEASE)
         assert taken is not None and taken["_id"] == note_id
+
+
+async def test_a_released_legacy_note_is_reserved_again_by_the_rerun(
+    make_settings: Any,
+) -> None:
+    """Enqueueing fills a legacy note's missing `changed_at`. Filled with the re-queue's own
+    stamp, it read as a user's write once its reservation ended (Ctrl-C, or a killed run's
+    ran out): the rerun left such notes to the workers (found by review)."""
+    async with running_app(make_settings(autonote_index_workers=0)) as api:
+        ids = await insert_legacy(api.container.db, 3, [ObjectId()])
+        await _reserve(api, ids)
+        assert await MigrationNotes(api.container.db).end_reservations(ids) == 3
+        await _reserve(api, ids)  # the rerun
+        assert [await _reserved(api, i) for i in ids] == [True] * 3

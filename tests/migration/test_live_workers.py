@@ -194,11 +194,21 @@ async def test_an_edit_during_the_migrations_run_of_the_note_goes_to_the_workers
         backlog = await insert_legacy(db, 12, [owner])
         embedder = build_embedder(settings, None)
         chunker = build_chunker(settings, embedder)
-        # One embedding call a second for 4 loops: every run waits seconds for its turn.
-        slow = RateLimitedEmbedder(
-            embedder, tokens_per_period=None, requests_per_period=1, period_s=1.0
+        edited = asyncio.Event()
+
+        class HeldUntilTheEdit:
+            """The migration's embedder: its first run embeds only once the edit landed."""
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(embedder, name)
+
+            async def embed(self, texts: list[str], **kwargs: Any) -> Any:
+                await edited.wait()
+                return await embedder.embed(texts, **kwargs)
+
+        indexing = build_indexing(
+            settings, db, chunker=chunker, embedder=HeldUntilTheEdit(), concurrency=1
         )
-        indexing = build_indexing(settings, db, chunker=chunker, embedder=slow, concurrency=4)
         reconciler = indexing.reconciler
         runs: list[tuple[ObjectId | None, str | None]] = []
         run_once = reconciler.run_once
@@ -210,7 +220,7 @@ async def test_an_edit_during_the_migrations_run_of_the_note_goes_to_the_workers
 
         reconciler.run_once = recording  # type: ignore[method-assign]
         selection = Selection(chunker.version, embedding_model_key(embedder))
-        runner = MigrationRunner(reconciler, MigrationNotes(db), selection, concurrency=4)
+        runner = MigrationRunner(reconciler, MigrationNotes(db), selection, concurrency=1)
         migration = asyncio.create_task(runner.run())
         try:
             target = None
@@ -226,16 +236,16 @@ async def test_an_edit_during_the_migrations_run_of_the_note_goes_to_the_workers
             r = await api.client.patch(
                 f"/v1/notes/{note_id}", headers=headers, json={"content_md": "## new\n\nwords"}
             )
+            edited.set()
             await _indexed_at(db, note_id, r.json()["version"], 30)
-            for _ in range(200):  # the loop's own verdict on the note
-                if any(n == note_id and s is None for n, s in runs):
-                    break
-                await asyncio.sleep(0.05)
-            mine = [s for n, s in runs if n == note_id]
-            # One run by the migration, which the edit overtook; the workers did the edit.
-            assert mine[0] == "pending" and set(mine[1:]) <= {None}, mine
+            stats = await asyncio.wait_for(migration, 60)
         finally:
+            edited.set()
             migration.cancel()
             await asyncio.gather(migration, return_exceptions=True)
-            await slow.aclose()
-        assert note_id in backlog
+            await embedder.aclose()
+        mine = [s for n, s in runs if n == note_id]
+        # One run by the migration, which the edit overtook; the workers did the edit.
+        assert mine[0] == "pending" and set(mine[1:]) <= {None}, mine
+        assert stats.done == 12 and stats.indexed_by_others == 1, stats
+        await check_all_indexed(db, chunker, backlog)

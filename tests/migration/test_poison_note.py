@@ -75,5 +75,5 @@ async def test_a_note_that_kills_the_process_fails_after_the_budget(
     assert result["failed"] == 1 and result["indexed"] == len(ids) - 3, result
     assert result["failures"][0]["note_id"] == str(poisoned)
     note = await db.notes.find_one({"_id": poisoned})
-    assert note["index_status"] == "failed", note
+    assert note["index_status"] == "failed" and note["reserved_until"] is None, note
     await check_all_indexed(db, chunker_for(settings), [i for i in ids if i != poisoned])

@@ -345,6 +345,14 @@ def test_settle_leaves_a_users_write_to_the_workers_for_a_moment() -> None:
     assert settle(reserved, NOW, 5).kind == "retry"
     legacy = {k: v for k, v in edited.items() if k != "changed_at"}
     assert settle(legacy, NOW, 5).kind == "retry"
+    # What enqueueing leaves on a legacy note: filled a millisecond before its re-queue.
+    filled = {**edited, "changed_at": edited["next_attempt_at"] - timedelta(milliseconds=1)}
+    assert settle(filled, NOW, 5).kind == "retry"
+    # A legacy `indexed_at` that is no date, or one from a clock ahead, holds no longer.
+    odd = {**edited, "indexed_at": "2024-01-01"}
+    assert settle(odd, NOW, 5).kind == "retry"
+    ahead = {**edited, "indexed_at": NOW + timedelta(minutes=5)}
+    assert settle(ahead, NOW, 5).wait_s == pytest.approx(WORKERS_FIRST_S)
 
 
 async def test_enqueue_makes_a_legacy_version_a_whole_number(db: AsyncDatabase) -> None:
