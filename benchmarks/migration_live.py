@@ -29,6 +29,7 @@ from typing import Any
 
 from bson import ObjectId
 
+from api.indexing.runtime import build_indexing
 from api.migration.limiter import RateLimitedEmbedder
 from api.migration.runner import RESERVE_S, MigrationRunner
 from api.migration.selection import Selection
@@ -117,8 +118,6 @@ async def run_round(mongo_url: str, mode: str, args: argparse.Namespace) -> dict
                         period_s=1.0,
                     )
                 )
-                from api.indexing.runtime import build_indexing
-
                 indexing = build_indexing(
                     settings, db, chunker=container.chunker, embedder=embedder, concurrency=2
                 )

@@ -99,21 +99,19 @@ class MigrationNotes:
         """Keep the run's reservations until `until`: also one that ran out (a missed
         renewal, the database away) while its note still waits, but none that a user's
         write, a completed run or the run's end cleared."""
+        return await self._set_reservations(ids, until)
+
+    async def end_reservations(self, ids: list[ObjectId]) -> int:
+        """Hand the notes to any worker: due as they are, no longer reserved."""
+        return await self._set_reservations(ids, None)
+
+    async def _set_reservations(self, ids: list[ObjectId], until: datetime | None) -> int:
+        """Set `reserved_until` on those of `ids` that still hold a reservation."""
         if not ids:
             return 0
         result = await self.collection.update_many(
             {"_id": {"$in": ids}, "reserved_until": {"$ne": None}},
             {"$set": {"reserved_until": until}},
-        )
-        return result.modified_count
-
-    async def end_reservations(self, ids: list[ObjectId]) -> int:
-        """Hand the notes to any worker: due as they are, no longer reserved."""
-        if not ids:
-            return 0
-        result = await self.collection.update_many(
-            {"_id": {"$in": ids}, "reserved_until": {"$ne": None}},
-            {"$set": {"reserved_until": None}},
         )
         return result.modified_count
 

@@ -13,7 +13,6 @@ commit has a later `indexed_at` and arrives next.
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -98,8 +97,8 @@ class LocalIndexSync:
         self._tick = 0
         self._removed_at: dict[str, int] = {}
         self._apply_started: dict[str, int] = {}
-        # Start ticks of the reads+applies under way (see `_prune`).
-        self._in_flight: Counter[int] = Counter()
+        # Start ticks of the reads+applies under way (see `_prune`); ticks are unique.
+        self._in_flight: set[int] = set()
         self._prune_at = PRUNE_MIN_ENTRIES
         self._task: asyncio.Task[None] | None = None
         self.loaded = asyncio.Event()
@@ -175,13 +174,11 @@ class LocalIndexSync:
     def _reading(self) -> Iterator[int]:
         """A read and apply of chunks: its start tick, registered while it runs."""
         started = self._next_tick()
-        self._in_flight[started] += 1
+        self._in_flight.add(started)
         try:
             yield started
         finally:
-            self._in_flight[started] -= 1
-            if not self._in_flight[started]:
-                del self._in_flight[started]
+            self._in_flight.discard(started)
 
     def _maybe_prune(self) -> None:
         """`_prune` once the ordering records have doubled since the last one (amortized

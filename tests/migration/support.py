@@ -79,6 +79,11 @@ async def snapshot(db: AsyncDatabase) -> dict[str, Any]:
     return out
 
 
+async def reserved_now(db: AsyncDatabase) -> int:
+    """Notes a migration holds a live reservation on (`api.notes.queue`)."""
+    return await db.notes.count_documents({"reserved_until": {"$gt": datetime.now(UTC)}})
+
+
 def chunker_for(settings: Settings) -> Any:
     """The real chunker the migration builds from these settings (sized for the configured
     embedder's tokenizer; building an OpenAI client makes no request)."""

@@ -10,7 +10,6 @@ import asyncio
 import json
 import signal
 import subprocess
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from tests.migration.support import (
     check_all_indexed,
     chunker_for,
     insert_legacy,
+    reserved_now,
     run_in_process,
     snapshot,
     start_cli,
@@ -82,11 +82,6 @@ def progress_lines(path: Path) -> list[dict[str, Any]]:
     return [x for x in lines if x.get("event") == "migration.progress"]
 
 
-async def reserved(db: AsyncDatabase) -> int:
-    """Notes a migration has reserved right now."""
-    return await db.notes.count_documents({"reserved_until": {"$gt": datetime.now(UTC)}})
-
-
 # Seconds on a quiet machine; minutes when many jobs share 2 cores: don't fail on load.
 @pytest.mark.timeout(900)
 async def test_500_legacy_notes_dry_run_interrupt_kill_resume(
@@ -125,7 +120,7 @@ async def test_500_legacy_notes_dry_run_interrupt_kill_resume(
     stopped_at = await indexed(db)
     assert stopped_at < N
     # It handed what it had reserved back to every worker (`api.notes.queue`).
-    assert await reserved(db) == 0
+    assert await reserved_now(db) == 0
 
     # Run 2: SIGKILLed half-way, leaving leases and maybe half-written chunks behind.
     log2 = tmp_path / "run2.log"
@@ -137,7 +132,7 @@ async def test_500_legacy_notes_dry_run_interrupt_kill_resume(
     killed_at = await settled_indexed(db)
     assert stopped_at < killed_at < N, "killed in the middle of the run"
     # Its reservations outlive it (workers wait for them to run out); the rerun takes them.
-    assert await reserved(db) > 0
+    assert await reserved_now(db) > 0
 
     # Run 3 resumes and completes.
     log3 = tmp_path / "run3.log"

@@ -28,7 +28,13 @@ from api.migration.selection import Selection
 from api.notes.migration_queue import MigrationNotes
 from api.providers import build_chunker, build_embedder, embedding_model_key
 from tests.conftest import Api, running_app
-from tests.migration.support import check_all_indexed, chunker_for, insert_legacy, run_in_process
+from tests.migration.support import (
+    check_all_indexed,
+    chunker_for,
+    insert_legacy,
+    reserved_now,
+    run_in_process,
+)
 
 
 async def _user(api: Api) -> tuple[dict[str, str], ObjectId]:
@@ -94,7 +100,7 @@ async def test_a_users_edit_does_not_wait_behind_their_migrating_backlog(
         migration = asyncio.create_task(runner.run())
         try:
             for _ in range(500):  # the whole backlog is enqueued and reserved
-                if await db.notes.count_documents({"reserved_until": {"$gt": datetime.now(UTC)}}):
+                if await reserved_now(db):
                     break
                 await asyncio.sleep(0.02)
             patched = await api.client.patch(
@@ -118,7 +124,7 @@ async def test_a_users_edit_does_not_wait_behind_their_migrating_backlog(
             await asyncio.gather(migration, return_exceptions=True)
             await slow.aclose()
         # Stopped: its reservations ended, so the API's workers finish the backlog.
-        assert await db.notes.count_documents({"reserved_until": {"$gt": datetime.now(UTC)}}) == 0
+        assert await reserved_now(db) == 0
         deadline = time.monotonic() + 60
         while await db.notes.count_documents({"index_status": {"$ne": "indexed"}}):
             assert time.monotonic() < deadline, "the workers did not finish the backlog"
