@@ -84,6 +84,29 @@ async def reserved_now(db: AsyncDatabase) -> int:
     return await db.notes.count_documents({"reserved_until": {"$gt": datetime.now(UTC)}})
 
 
+async def waiting_and_unreserved(db: AsyncDatabase, ids: list[ObjectId]) -> tuple[int, int]:
+    """In one read, of `ids`: how many wait to be indexed (pending or indexing), and how
+    many of those hold no live reservation."""
+    now = datetime.now(UTC)
+    waiting = {"$in": ["$index_status", ["pending", "indexing"]]}
+    unreserved = {"$and": [waiting, {"$not": [{"$gt": ["$reserved_until", now]}]}]}
+    rows = await (
+        await db.notes.aggregate(
+            [
+                {"$match": {"_id": {"$in": ids}}},
+                {
+                    "$group": {
+                        "_id": None,
+                        "waiting": {"$sum": {"$cond": [waiting, 1, 0]}},
+                        "unreserved": {"$sum": {"$cond": [unreserved, 1, 0]}},
+                    }
+                },
+            ]
+        )
+    ).to_list()
+    return (rows[0]["waiting"], rows[0]["unreserved"]) if rows else (0, 0)
+
+
 def chunker_for(settings: Settings) -> Any:
     """The real chunker the migration builds from these settings (sized for the configured
     embedder's tokenizer; building an OpenAI client makes no request)."""

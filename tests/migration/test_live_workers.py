@@ -34,6 +34,7 @@ from tests.migration.support import (
     insert_legacy,
     reserved_now,
     run_in_process,
+    waiting_and_unreserved,
 )
 
 
@@ -113,9 +114,10 @@ async def test_a_users_edit_does_not_wait_behind_their_migrating_backlog(
             done = await db.notes.count_documents(
                 {"_id": {"$in": backlog}, "index_status": "indexed"}
             )
-            # The workers took the edit first: the crawling migration indexed at most its
-            # burst of the backlog meanwhile (before, the edit waited for all 120).
-            assert done <= 30, done
+            # The workers took the edit first: the crawling migration (a burst of 10, then 10
+            # a second) indexed a fraction of the backlog meanwhile, ~10-15 on a quiet
+            # machine; before, the edit waited for all 120. Half leaves a loaded CI room.
+            assert done <= len(backlog) // 2, done
             assert latency < 10, latency
             assert not migration.done()
             assert runner.stats.indexed_by_others == 0
@@ -163,20 +165,18 @@ async def test_reservations_outlive_their_term_while_the_run_lives(
     ids = await insert_legacy(db, 16, [ObjectId()])
     embedder = build_embedder(settings, None)
     chunker = build_chunker(settings, embedder)
-    slow = RateLimitedEmbedder(embedder, tokens_per_period=None, requests_per_period=4, period_s=1)
+    slow = RateLimitedEmbedder(embedder, tokens_per_period=None, requests_per_period=3, period_s=1)
     indexing = build_indexing(settings, db, chunker=chunker, embedder=slow, concurrency=1)
     selection = Selection(chunker.version, embedding_model_key(embedder))
     runner = MigrationRunner(
-        indexing.reconciler, MigrationNotes(db), selection, concurrency=1, reserve_s=0.6
+        indexing.reconciler, MigrationNotes(db), selection, concurrency=1, reserve_s=0.9
     )
     migration = asyncio.create_task(runner.run())
-    await asyncio.sleep(1.5)  # past two terms
-    now = datetime.now(UTC)
-    waiting = await db.notes.count_documents(
-        {"_id": {"$in": ids}, "index_status": {"$in": ["pending", "indexing"]}}
-    )
-    live = await db.notes.count_documents({"_id": {"$in": ids}, "reserved_until": {"$gt": now}})
-    assert waiting >= 4 and live == waiting, (waiting, live)
+    await asyncio.sleep(2.0)  # past two terms; 3 notes a second leave at least 4 of 16
+    # One read: counting the waiting notes and the live reservations in two reads raced
+    # the run completing a note between them (CI saw 8 waiting, 7 reserved).
+    waiting, unreserved = await waiting_and_unreserved(db, ids)
+    assert waiting >= 4 and unreserved == 0, (waiting, unreserved)
     assert await indexing.reconciler.run_once() is None, "a worker took a reserved note"
     stats = await migration
     await slow.aclose()
