@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = [
     "chunking",
     "chunking_hostile",
+    "pasted_images",
     "chunk_quality",
     "embedding_memory",
     "indexing",

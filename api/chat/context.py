@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from api.retrieval.models import NoteResult
+from api.services.chunking.data_uri import elide_data_uris
 
 SNIPPET_CHARS = 240
 # A section is cut to this many characters per token of the budget BEFORE it is tokenised:
@@ -94,7 +95,8 @@ def build_context(
             continue
         seen.add(key)
         heading_path = section.heading_path or [note.title]
-        text = section.content_md
+        # A pasted image's base64 says nothing to the model and would eat the budget.
+        text = elide_data_uris(section.content_md)
         if len(text) > budget_tokens * MAX_CHARS_PER_TOKEN:
             text = _at_word(text, budget_tokens * MAX_CHARS_PER_TOKEN)
         citation = Citation(
@@ -104,7 +106,7 @@ def build_context(
             heading_path=list(heading_path),
             start_offset=section.start_offset,
             end_offset=section.end_offset,
-            snippet=snippet(section.content_md),
+            snippet=snippet(text),
             text=text,
             note_version=section.note_version,
         )

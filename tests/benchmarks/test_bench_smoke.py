@@ -329,3 +329,16 @@ def test_chunking_hostile_smoke() -> None:
     assert all(r["chunks"] > 0 and r["seconds"] > 0 for r in results.values())
     report = chunking_hostile.render(results, 20_000, "test")
     assert "| backticks | 0.02 |" in report and "minilm: s ÷ baseline" in report
+
+
+def test_pasted_images_smoke() -> None:
+    """cl100k only (the MiniLM baseline embeds ~1 500 base64 chunks: minutes)."""
+    from benchmarks import pasted_images
+
+    notes = ["table and list of 8 KB `<img>` tags", "no images (1000-line note)"]
+    rows = pasted_images.measure(1, notes, ("cl100k",))
+    (images, plain) = rows
+    assert images[3] > 100 and images[4] <= 3 and images[-1] == "no"  # chunks, same chunks
+    assert plain[3] == plain[4] and plain[-1] == "yes"
+    report = pasted_images.render(rows, "test")
+    assert "| no images (1000-line note) | cl100k |" in report

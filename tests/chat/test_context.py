@@ -61,3 +61,19 @@ def test_a_section_that_fits_is_given_whole() -> None:
         [_note("a", text)], budget_tokens=3000, count_tokens=tiktoken_tokenizer().count
     )
     assert citations[0].text == text and text in context.replace("\n</section-data>", "")
+
+
+def test_a_pasted_images_base64_is_not_given_to_the_model() -> None:
+    """A section holding a 300 KB pasted image used to fill the budget with base64 and cut
+    off the words after it; the model now reads the image's place and alt text."""
+    count = tiktoken_tokenizer("cl100k_base").count
+    payload = "iVBORw0KGgoAAAANSUhEUgAA" * 12_500
+    image = f"![route map](data:image/png;base64,{payload})"
+    text = f"The route we took:\n\n{image}\n\nThen the museum."
+    context, (citation,) = build_context([_note("a", text)], budget_tokens=500, count_tokens=count)
+    assert citation.text == (
+        "The route we took:\n\n![route map](data:image/png;base64,…)\n\nThen the museum."
+    )
+    assert "iVBOR" not in context and "Then the museum." in context
+    assert "iVBOR" not in citation.snippet
+    assert (citation.start_offset, citation.end_offset) == (0, len(text))  # the note's

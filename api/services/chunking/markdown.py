@@ -17,6 +17,7 @@ from contextlib import contextmanager
 
 import pyromark
 
+from api.services.chunking.data_uri import mask_data_uris
 from api.services.chunking.finish import Crumb, Finisher, settle
 from api.services.chunking.models import MarkdownChunk
 from api.services.chunking.parse import Document, heading_text, parse
@@ -27,7 +28,7 @@ from api.services.chunking.token_index import TokenIndex
 from api.services.chunking.tokenizer import Tokenizer, default_tokenizer
 
 # Bump when the algorithm changes in a way that can change any chunk.
-ALGORITHM_REVISION = 4  # 4: chunks carry section_index
+ALGORITHM_REVISION = 5  # 4: chunks carry section_index; 5: data: URI payloads not embedded
 DEFAULT_MAX_INPUT_TOKENS = 8191  # OpenAI text-embedding-3-*
 
 
@@ -132,8 +133,11 @@ class ChunkerBase:
         """The chunks of one note, in document order; [] for empty or blank content."""
         if not note_content or note_content.isspace():
             return []
+        masked = mask_data_uris(note_content)
         with gc_paused():
-            return self._chunk(note_content, note_title)
+            if masked is None:
+                return self._chunk(note_content, note_title)
+            return masked.unmask(self._chunk(masked.text, note_title))
 
     def _chunk(self, note_content: str, note_title: str) -> list[MarkdownChunk]:
         raise NotImplementedError

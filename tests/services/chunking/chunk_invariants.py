@@ -28,6 +28,8 @@ _MD = pyromark.Markdown(options=pyromark.Options.ENABLE_TABLES)
 _UNICODE_WS = np.array([c for c in range(0x3001) if chr(c).isspace()], dtype=np.uint32)
 _LINES = re.compile(r"(?<=\n)")
 _BARE_CR = re.compile(r"\r(?!\n)")
+_DATA_PAYLOAD = re.compile(r"(?i)data:[^,\s]{0,120}?;base64,([a-z0-9+/_-]{256,}={0,2})")
+_PRIVATE_CHAR = "[\U000f0000-\U000ffffd]"
 
 
 @dataclass
@@ -163,17 +165,19 @@ def check_chunks(
     n = len(chunks)
     mask = non_ws_mask(text)
     info = structure(text)
+    note_payloads = payload_spans(text)
     for i, c in enumerate(chunks):
         assert c.chunk_index == i and c.total_chunks == n
         expected = "only" if n == 1 else "first" if i == 0 else "last" if i == n - 1 else "middle"
         assert c.chunk_position == expected
         assert c.content_md and c.content_md == c.content_md.strip(), repr(c.content_md[:80])
-        assert c.token_count == tok.count(c.content_md)
+        embedded = embedded_content(c, text, note_payloads)
+        assert c.token_count == tok.count(embedded)
         assert 0 <= c.start_offset < c.end_offset <= len(text)
         assert c.section_path == " > ".join(c.heading_path)
         if clean_title:
             assert c.heading_path[0] == clean_title
-        assert c.embedding_text == c.content_md or c.embedding_text.endswith("\n\n" + c.content_md)
+        assert c.embedding_text == embedded or c.embedding_text.endswith("\n\n" + embedded)
         assert tok.count(c.embedding_text) <= max_input
         assert c.content_hash == hashlib.sha256(c.embedding_text.encode()).hexdigest()
         json.dumps(c.to_dict())
@@ -213,6 +217,40 @@ def check_chunks(
     assert len(missing) == 0, f"dropped {len(missing)} chars, e.g. {text[missing[0] :][:40]!r}"
     if strategy == "hierarchical_markdown" and expect_structure:
         _check_structure(chunks, info, clean_title, max_input)
+
+
+def payload_spans(text: str) -> list[tuple[int, int]]:
+    """Where `text` holds base64 payloads of `data:` URIs of 256+ characters."""
+    return [m.span(1) for m in _DATA_PAYLOAD.finditer(text)]
+
+
+def embedded_content(c: MarkdownChunk, text: str, note_payloads: list[tuple[int, int]]) -> str:
+    """What of `c.content_md` is embedded: the content itself, except that each base64
+    payload of a `data:` URI of 256+ characters (`note_payloads`, in the note) stands as
+    one plane-15 private-use character (pasted images are not embedded). Read from
+    `embedding_text`, after checking that it is `content_md` with exactly those
+    replacements; a payload is never cut by a chunk boundary."""
+    lo, hi = c.start_offset, c.end_offset
+    assert not [(s, e) for s, e in note_payloads if s < hi and e > lo and not lo <= s < e <= hi]
+    source = text[lo:hi]
+    # A re-fenced code fragment or a table part holds its source (stripped) after an added
+    # fence or header; payloads in a repeated header are found in the text itself.
+    core = source.strip()
+    shift = c.content_md.rfind(core) - source.find(core) if core else 0
+    inside = [(s - lo + shift, e - lo + shift) for s, e in note_payloads if lo <= s and e <= hi]
+    if shift > 0:
+        inside = payload_spans(c.content_md[:shift]) + inside
+    if not inside:
+        return c.content_md
+    pattern, last = [], 0
+    for start, end in inside:
+        pattern += [re.escape(c.content_md[last:start]), _PRIVATE_CHAR]
+        last = end
+    pattern.append(re.escape(c.content_md[last:]))
+    body = re.compile(r"(?:\n\n|^)(" + "".join(pattern) + r")\Z", re.DOTALL)
+    found = body.search(c.embedding_text)
+    assert found, ("content_md with its payloads replaced", c.embedding_text[:120])
+    return found.group(1)
 
 
 def _cut(heading: str) -> str:

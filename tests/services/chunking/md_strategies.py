@@ -49,6 +49,11 @@ WORDS = st.sampled_from(
         "\u3000",
         "\u00a0",
         "#hash",
+        # pasted images: payloads the chunker keeps but does not embed (data_uri.py), and
+        # a plane-15 private-use character like the ones standing for them
+        "![img](data:image/png;base64," + "iVBORw0KGgoAAAANSUhEUg" * 14 + "==)",
+        '<img src="data:image/jpeg;base64,' + "/9j/4AAQSkZJRgABAQ" * 16 + '">',
+        "\U000f0000\U000f1234",
     ]
 )
 

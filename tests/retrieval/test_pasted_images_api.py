@@ -1,0 +1,48 @@
+"""A note with a pasted screenshot (`data:` URI) through the running API: a few chunks, a
+few embeddings, the image kept in its section, chat reading its alt text, not its base64.
+Before, the note became ~740 chunks (MiniLM), all of them embedded."""
+
+from __future__ import annotations
+
+import base64
+import random
+
+from tests.conftest import Api
+from tests.helpers import wait_indexed
+
+PAYLOAD = base64.b64encode(random.Random(7).randbytes(225_000)).decode()
+NOTE = (
+    "## Route\n\nThe route we took through the old town:\n\n"
+    f"![route map](data:image/png;base64,{PAYLOAD})\n\n"
+    "Then we walked to the zebra museum by the river.\n\n"
+    "## Food\n\nRamen at the station, twice.\n"
+)
+
+
+async def test_a_pasted_image_is_stored_whole_and_embedded_as_its_place(api: Api) -> None:
+    h = await api.new_user()
+    r = await api.client.post("/v1/notes", json={"title": "Kyoto", "content_md": NOTE}, headers=h)
+    assert r.status_code == 201, r.text
+    note = await wait_indexed(api, h, r.json()["id"])
+    assert note["chunk_count"] == 2
+    stats = note["last_index_stats"]
+    assert stats["embedded"] == 2 and stats["tokens_embedded"] < 200, stats
+
+    r = await api.client.post(
+        "/v1/search", json={"query": "zebra museum", "mode": "hybrid"}, headers=h
+    )
+    assert r.status_code == 200, r.text
+    (hit,) = r.json()["results"]
+    section = hit["matching_chunks"][0]
+    # The section is cited where it is in the note, image included.
+    assert NOTE[section["start_offset"] : section["end_offset"]] == section["content"]
+    assert PAYLOAD in section["content"] and "zebra museum" in section["content"]
+
+    r = await api.client.post(
+        "/v1/chat/context", json={"message": "what did we see after the route?"}, headers=h
+    )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert PAYLOAD[:50] not in str(body) and "base64,…" in str(body)
+    route = next(c for c in body["citations"] if c["heading_path"][-1] == "Route")
+    assert NOTE[route["start_offset"] : route["end_offset"]].startswith("The route we took")

@@ -1,0 +1,134 @@
+"""Pasted images as `data:` URIs: kept in the chunks, not embedded (`data_uri.py`).
+
+Before, a note with one pasted 300 KB screenshot became ~730 chunks of base64, every one
+embedded; these tests fail on that code (chunk counts, embedding text).
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+
+import pytest
+
+from api.services.chunking import FixedTokenChunker, MarkdownChunker, WholeNoteChunker
+from api.services.chunking import data_uri as data_uri_module
+from api.services.chunking.data_uri import MIN_PAYLOAD_CHARS, mask_data_uris
+from tests.services.chunking.chunk_invariants import check_chunks, minilm_tokenizer
+
+
+def payload(n_bytes: int, seed: int) -> str:
+    return base64.b64encode(random.Random(seed).randbytes(n_bytes)).decode()
+
+
+IMAGE = payload(225_000, 1)  # 300 000 base64 characters
+ICON = payload(150, 2)  # 200 characters: below MIN_PAYLOAD_CHARS, left alone
+NOTE = (
+    "# Trip\n\nThe route we took:\n\n"
+    f"![route map](data:image/png;base64,{IMAGE})\n\n"
+    "Then we walked to the museum.\n\n## Day 2\n\n"
+    f'<img alt="receipt" src="data:image/jpeg;base64,{IMAGE[:5000]}">\n\n'
+    f"Rain all day. ![icon](data:image/gif;base64,{ICON})\n"
+)
+
+
+def chunk(chunker: MarkdownChunker, text: str = NOTE) -> list:
+    chunks = chunker.chunk_note(text, "Kyoto")
+    check_chunks(chunks, text, "Kyoto", chunker)
+    return chunks
+
+
+@pytest.mark.parametrize("tokenizer", ["cl100k", "minilm"])
+def test_a_pasted_image_is_one_chunk_with_its_section_not_hundreds(tokenizer: str) -> None:
+    # MiniLM's pre-tokenizer cut base64 at "+", "/" and "=": ~740 chunks before.
+    minilm = {"tokenizer": minilm_tokenizer(), "max_input_tokens": 256}
+    chunks = chunk(MarkdownChunker(**(minilm if tokenizer == "minilm" else {})))
+    assert [c.heading_path for c in chunks] == [["Kyoto", "Trip"], ["Kyoto", "Trip", "Day 2"]]
+    first, second = chunks
+    # Stored whole (an exact slice of the note, payload included) ...
+    assert first.content_md == NOTE[first.start_offset : first.end_offset]
+    assert IMAGE in first.content_md and first.content_md.endswith("the museum.")
+    # ... embedded as its place and alt text: the payload costs one character.
+    assert IMAGE[:300] not in first.embedding_text
+    assert "![route map](data:image/png;base64," in first.embedding_text
+    assert first.token_count < 40 and len(first.embedding_text) < 200
+    assert IMAGE[:300] not in second.embedding_text and ICON in second.embedding_text
+
+
+def test_the_same_image_keeps_its_embedding_when_the_note_is_edited_elsewhere() -> None:
+    chunker = MarkdownChunker()
+    before = {c.heading_path[-1]: c.content_hash for c in chunk(chunker)}
+    other = payload(3_000, 3)
+    edited = f"# Before\n\n![x](data:image/png;base64,{other})\n\n" + NOTE.replace(
+        "Rain all day.", "Rain all day, then sun."
+    )
+    after = {c.heading_path[-1]: c.content_hash for c in chunk(chunker, edited)}
+    # The image's section hashes as before (its placeholder depends on the payload only);
+    # the edited section does not.
+    assert after["Trip"] == before["Trip"] and after["Day 2"] != before["Day 2"]
+    assert "Before" in after
+
+
+def test_an_image_pasted_twice_reads_the_same_in_both_places() -> None:
+    text = f"![a](data:image/png;base64,{IMAGE[:4000]})\n\n# Again\n\n"
+    text += f"![a](data:image/png;base64,{IMAGE[:4000]})\n"
+    first, second = chunk(MarkdownChunker(), text)
+    assert first.embedding_text.split("\n\n")[-1] == second.embedding_text.split("\n\n")[-1]
+
+
+def test_placeholders_avoid_characters_the_note_already_uses() -> None:
+    masked = mask_data_uris(f"x ![a](data:image/png;base64,{IMAGE[:1000]})")
+    assert masked is not None
+    (used,) = masked.payloads  # the character the payload got
+    clash = f"{chr(used)} ![a](data:image/png;base64,{IMAGE[:1000]}) {chr(used)}"
+    masked = mask_data_uris(clash)
+    assert masked is not None and used not in masked.payloads
+    chunks = chunk(MarkdownChunker(), clash)
+    assert chunks[0].content_md == clash and chunks[0].embedding_text.count(chr(used)) == 2
+
+
+def test_only_base64_payloads_long_enough_are_masked() -> None:
+    assert mask_data_uris("plain note, no images") is None
+    assert mask_data_uris(f"![i](data:image/gif;base64,{ICON})") is None
+    assert mask_data_uris("data:text/plain;charset=utf-8," + "a" * 5000) is None
+    at_limit = "A" * MIN_PAYLOAD_CHARS
+    masked = mask_data_uris(f"<img src='DATA:image/svg+xml;name=x.svg;BASE64,{at_limit}'>")
+    assert masked is not None and list(masked.payloads.values()) == [at_limit]
+
+
+def test_split_tables_and_code_keep_their_images() -> None:
+    """Table parts (header repeated) and re-fenced code fragments are not slices of the
+    note: their payloads come back by their placeholders."""
+    img = IMAGE[:2000]
+    rows = "".join(f"| {i} | ![r{i}](data:image/png;base64,{img}) |\n" for i in range(40))
+    table = f"| id | ![h](data:image/png;base64,{IMAGE[-3000:]}) |\n|---|---|\n{rows}"
+    code = "```html\n" + "".join(f'<img src="data:image/png;base64,{img}">\n' for _ in range(30))
+    text = f"# T\n\n{table}\n# C\n\n{code}```\n"
+    chunker = MarkdownChunker(max_chunk_tokens=40, table_max_tokens=60, max_input_tokens=120)
+    chunks = chunk(chunker, text)
+    parts = [c for c in chunks if c.metadata.get("header_repeated")]
+    fragments = [c for c in chunks if "code_part" in c.metadata]
+    assert len(parts) > 3 and len(fragments) > 3
+    for c in parts:
+        assert c.content_md.startswith(f"| id | ![h](data:image/png;base64,{IMAGE[-3000:]}) |")
+    assert all(img in c.content_md and img not in c.embedding_text for c in fragments)
+
+
+@pytest.mark.parametrize("strategy", [FixedTokenChunker, WholeNoteChunker])
+def test_every_strategy_masks_payloads(strategy: type) -> None:
+    chunks = chunk(strategy())
+    assert len(chunks) == 1 and IMAGE in chunks[0].content_md
+    assert IMAGE[:300] not in chunks[0].embedding_text
+
+
+def test_past_the_free_placeholders_payloads_stay_as_they_are(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(data_uri_module, "_PLANE_15_SIZE", 2)
+    images = [payload(400, seed) for seed in range(4)]
+    text = "\n\n".join(f"![{i}](data:image/png;base64,{p})" for i, p in enumerate(images))
+    masked = mask_data_uris(text)
+    assert masked is not None and sorted(masked.payloads.values()) == sorted(images[:2])
+    assert images[2] in masked.text and images[3] in masked.text
+    (c,) = MarkdownChunker(max_chunk_tokens=8191).chunk_note(text, "t")
+    assert c.content_md == text
