@@ -65,6 +65,7 @@ from collections.abc import Sequence
 from itertools import pairwise
 
 from api.retrieval.models import ChunkData
+from api.services.chunking.data_uri import elide_data_uris
 
 ROWID_BITS = 24  # up to 16.7M chunks per note; note ordinals get the remaining 39 bits
 MAX_QUERY_CHARS = 4096
@@ -127,6 +128,13 @@ def indexed_text(text: str) -> str:
     """`text` as the index tokenises it: widths folded, every CJK character apart."""
     text = _fold_width(text)
     return CJK_CHAR.sub(r" \g<0> ", text) if CJK_CHAR.search(text) else text
+
+
+def indexed_content(content_md: str) -> str:
+    """A chunk's text as the index takes it: `indexed_text` without the base64 of pasted
+    images (300 KB of random "words" made their section's BM25 length, and so its rank for
+    every real word in it, hopeless). Deterministic: deleting a row re-derives it."""
+    return indexed_text(elide_data_uris(content_md))
 
 
 def _split_cjk(piece: str) -> list[str]:
@@ -219,7 +227,7 @@ class FullTextIndex:
                 self._db.executemany(
                     "INSERT INTO chunks(rowid, heading, content) VALUES (?, ?, ?)",
                     [
-                        (r, indexed_text(c.section_path), indexed_text(c.content_md))
+                        (r, indexed_text(c.section_path), indexed_content(c.content_md))
                         for r, c in zip(new_rows, chunks, strict=True)
                     ],
                 )
@@ -289,7 +297,7 @@ class FullTextIndex:
                 (
                     r,
                     indexed_text(self._rows[r].section_path),
-                    indexed_text(self._rows[r].content_md),
+                    indexed_content(self._rows[r].content_md),
                 )
                 for r in rows
             ],

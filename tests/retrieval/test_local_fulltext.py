@@ -305,3 +305,28 @@ def test_a_word_followed_by_a_compatibility_symbol_is_still_found(stored: str, q
     assert ids(index.search(query, 5)) == ["n:0"]
     for word in query.split():
         assert ids(index.search(word, 5)) == ["n:0"], f"{word!r} does not find {stored!r}"
+
+
+def test_a_pasted_images_base64_does_not_bury_its_section() -> None:
+    """BM25 divides by the text's length: a section with a 300 KB pasted image counted
+    ~40 000 random base64 "words" and ranked below a section that only mentions the
+    query once in passing. The payload is not indexed; replacing and removing the note
+    keep the index consistent (deletion re-derives the same text)."""
+    import base64
+    import random
+
+    image = base64.b64encode(random.Random(3).randbytes(225_000)).decode()
+    index = FullTextIndex()
+    with_image = (
+        f"The kyoto museum trip, kyoto museum map:\n\n![map](data:image/png;base64,{image})"
+    )
+    index.replace_note(0, [data("img", 0, with_image)])
+    passing = "A long shopping list: " + "bread milk eggs rice tea " * 30 + "and the museum"
+    index.replace_note(1, [data("other", 0, passing)])
+    assert ids(index.search("museum", 5)) == ["img:0", "other:0"]
+    assert index.search(image[100:140], 5) == []  # base64 runs are no terms
+    index.integrity_check()
+    index.replace_note(0, [data("img", 0, "fresh text")])
+    index.remove_note(0)
+    index.integrity_check()
+    assert ids(index.search("museum", 5)) == ["other:0"]
