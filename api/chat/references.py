@@ -230,6 +230,11 @@ def _kept_run(answer: str, run: list[re.Match[str]], gaps: list[str], kept: list
         elif before.isalnum() and any(g.strip(" \t") != g for g in gaps[:first]):
             # Not after CJK, which runs its markers on ("日本[9] [1]。" → "日本[1]。").
             lead = "" if unicodedata.east_asian_width(before) in ("W", "F") else " "
+    after = run[-1].end()
+    if last < len(run) - 1 and answer[after : after + 1] == "[":
+        # Dropped markers stood between the kept one and a bracket: "[1] [9][x](u)" must
+        # not become "[1][x](u)" (found by hypothesis): a space stays.
+        pieces.append(" ")
     return lead + "".join(pieces)
 
 
