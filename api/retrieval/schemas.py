@@ -18,6 +18,7 @@ from pydantic import (
 
 from api.retrieval.models import NoteResult, SearchFilters
 from api.schemas import NON_BLANK, JsonInt, Tag, clean_tags, normalize_tags
+from api.services.chunking.data_uri import elide_marked
 
 NoteIdStr = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{24}$")]
 
@@ -141,7 +142,13 @@ class MatchingChunk(BaseModel):
     chunk_indexes: list[int]
     heading_path: list[str]
     section_path: str
-    content: str
+    content: str = Field(
+        description="The section's text, as in the note except that the base64 of a pasted "
+        "image (`data:` URI) reads `…` and text past 20 000 characters is cut (a "
+        "section is normally at most 6 000); `elided_chars` counts what is left out. "
+        "The offsets index the note's full text."
+    )
+    elided_chars: int = Field(0, description="Characters of the section not in `content`")
     start_offset: int = Field(description="Character offset into the note's content_md")
     end_offset: int
     score: float
@@ -150,6 +157,24 @@ class MatchingChunk(BaseModel):
         description="The note version these offsets index: its indexed version. A note "
         "edited since (a higher `version`) is being re-indexed and its text has moved.",
     )
+
+
+# A section is at most `max_section_chars` (6 000) unless one chunk is longer: a chunk of
+# megabytes of words the local model reads as one unknown token each is one chunk.
+MAX_CONTENT_CHARS = 20_000
+
+
+def _shown(text: str) -> dict[str, str | int]:
+    """A section's `content` and `elided_chars` (see `MatchingChunk.content`)."""
+    shown, markers = elide_marked(text)
+    if len(shown) > MAX_CONTENT_CHARS:
+        markers = [m for m in markers if m < MAX_CONTENT_CHARS]
+        shown = shown[:MAX_CONTENT_CHARS]
+        note_chars = len(shown) - len(markers)  # a marker that got cut would be partial
+        shown += "…"
+    else:
+        note_chars = len(shown) - len(markers)
+    return {"content": shown, "elided_chars": len(text) - note_chars}
 
 
 class NoteHit(BaseModel):
@@ -176,7 +201,7 @@ class NoteHit(BaseModel):
                     chunk_indexes=s.chunk_indexes,
                     heading_path=s.heading_path,
                     section_path=s.section_path,
-                    content=s.content_md,
+                    **_shown(s.content_md),
                     start_offset=s.start_offset,
                     end_offset=s.end_offset,
                     score=s.score,

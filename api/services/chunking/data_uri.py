@@ -3,19 +3,25 @@
 A note edited in a browser often carries a pasted screenshot as
 `![map](data:image/png;base64,iVBOR…)` or `<img src="data:…">`: a 300 KB image is ~215 000
 cl100k tokens of noise that used to become ~720 chunks, every one embedded (billed by
-OpenAI, ~10 s of CPU for the local model) and every one a search hit for nothing.
+OpenAI, ~50 s of CPU for the local model) and every one a search hit for nothing.
 
-Each long base64 payload is replaced, before chunking, by one character from Unicode plane
-15 (private use) that the note does not contain: one per distinct payload, picked by a hash
-of the payload. The chunker
-then sees `![map](data:image/png;base64,?)`: the image's place and alt text stay in the
-section they belong to and are embedded as such, and the payload costs a few tokens.
-Afterwards every chunk is mapped back to the note: offsets move past the payloads and
-`content_md` gets them back, so `content_md == note_content[start_offset:end_offset]`
-and lossless coverage hold as for any note. `embedding_text`, `content_hash` and
-`token_count` describe what is embedded: the text with the placeholder.
+A payload here is a run of 256+ base64 characters (`A-Z a-z 0-9 + / _ -`, then up to two
+`=`) right after `;base64,` (any letter case), with `data:` at most 200 characters before
+that and no comma, whitespace, `<` or `>` between: a media type and parameters
+(`data:image/png;name=shot(1).png;base64,`). Each is replaced, before chunking, by one
+character from Unicode plane 15 (private use) that the note does not contain: one per
+distinct payload, picked by a hash of the payload. The chunker then sees
+`![map](data:image/png;base64,?)`: the image's place and alt text stay in the section they
+belong to and are embedded as such, and the payload costs a few tokens. Afterwards every
+chunk is mapped back to the note: offsets move past the payloads and `content_md` gets them
+back, so `content_md == note_content[start_offset:end_offset]` and lossless coverage hold
+as for any note. `embedding_text`, `content_hash` and `token_count` describe what is
+embedded: the text with the placeholder. A heading holding a payload reads `…` in
+`heading_path`. A block that may be front matter is left as it is (whether it is depends
+on its size, which masking would change).
 
-Pure: no I/O. A note without such a payload costs one regex scan (~0.04 ms for 80 KB).
+Pure: no I/O. A note without such a payload costs one regex scan (~0.04 ms for 80 KB);
+with them, the work per `;base64,` is bounded, so any note stays linear.
 """
 
 from __future__ import annotations
@@ -25,20 +31,34 @@ import zlib
 from bisect import bisect_left
 from dataclasses import dataclass
 
+from api.services.chunking.front_matter import leading_block_end
 from api.services.chunking.models import MarkdownChunk
 
 # Shorter payloads (icons, 1x1 pixels) cost little and are left alone.
 MIN_PAYLOAD_CHARS = 256
+MAX_PREFIX_CHARS = 200  # from `data:` to `;base64,`: media type and parameters
 _PLANE_15 = 0xF0000
-_PLANE_15_SIZE = 0xFFFFE - _PLANE_15  # U+FFFFE/U+FFFFF are noncharacters
-# `data:[<media type>][;param=value]*;base64,<payload>` (RFC 2397); base64url letters too.
-_PAYLOAD = re.compile(
-    r"data:(?:[\w.+-]+/[\w.+-]+)?(?:;[\w.+-]+=[^;,\s\"'()<>]*)*;base64,"
-    rf"([A-Za-z0-9+/_-]{{{MIN_PAYLOAD_CHARS},}}={{0,2}})",
-    re.IGNORECASE,
-)
-_MARK = re.compile(";base64,", re.IGNORECASE)  # a fast first test: a literal
-_PLANE_15_CHARS = re.compile("[\U000f0000-\U000ffffd]")
+_PLANE_15_SIZE = 65_521  # a prime (U+F0000..U+FFFF0), so double hashing reaches every slot
+_MARK = re.compile(";base64,", re.IGNORECASE)  # a literal: the fast first test
+_BASE64 = re.compile(rf"[A-Za-z0-9+/_-]{{{MIN_PAYLOAD_CHARS},}}={{0,2}}")
+_PREFIX_STOP = re.compile(r"[,\s<>]")
+_ELLIPSIS = "…"
+
+
+def payload_spans(text: str) -> list[tuple[int, int]]:
+    """Where `text` holds payloads (see module docstring), in order."""
+    spans: list[tuple[int, int]] = []
+    for mark in _MARK.finditer(text):
+        payload = _BASE64.match(text, mark.end())
+        if payload is None:
+            continue
+        lo = max(0, mark.start() - MAX_PREFIX_CHARS - 5)
+        head = text[lo : mark.start()]
+        scheme = head.lower().rfind("data:")
+        if scheme < 0 or _PREFIX_STOP.search(head, scheme + 5):
+            continue
+        spans.append(payload.span())
+    return spans
 
 
 @dataclass(slots=True)
@@ -57,23 +77,32 @@ class MaskedNote:
         return offset + self.shifts[before]
 
     def unmask(self, chunks: list[MarkdownChunk]) -> list[MarkdownChunk]:
-        """Map chunks of `text` back onto the note, in place: offsets and `content_md`."""
+        """Map chunks of `text` back onto the note, in place: offsets and `content_md`;
+        a placeholder in a heading reads "…"."""
+        shown = dict.fromkeys(self.payloads, _ELLIPSIS)
         for chunk in chunks:
             chunk.start_offset = self.original_offset(chunk.start_offset)
             chunk.end_offset = self.original_offset(chunk.end_offset)
             chunk.content_md = chunk.content_md.translate(self.payloads)
+            if any(ord(c) in shown for c in chunk.section_path):
+                chunk.heading_path = [h.translate(shown) for h in chunk.heading_path]
+                chunk.section_path = chunk.section_path.translate(shown)
         return chunks
 
 
 def mask_data_uris(text: str) -> MaskedNote | None:
-    """The note with each base64 payload of at least MIN_PAYLOAD_CHARS replaced by its own
-    placeholder character, or None when it has none (the common case)."""
+    """The note with each payload replaced by its own placeholder character, or None when
+    it has none (the common case)."""
     if _MARK.search(text) is None:
         return None
-    spans = [m.span(1) for m in _PAYLOAD.finditer(text)]
+    spans = payload_spans(text)
+    if spans:
+        protected = leading_block_end(text)
+        spans = [span for span in spans if span[0] >= protected]
     if not spans:
         return None
-    taken = {ord(c) for c in _PLANE_15_CHARS.findall(text)}
+    top = _PLANE_15 + _PLANE_15_SIZE
+    taken = {ord(c) for c in re.findall(f"[{chr(_PLANE_15)}-{chr(top - 1)}]", text)}
     parts: list[str] = []
     positions: list[int] = []
     shifts = [0]
@@ -99,22 +128,40 @@ def mask_data_uris(text: str) -> MaskedNote | None:
 
 
 def _placeholder(payload: str, taken: set[int], payloads: dict[int, str]) -> int | None:
-    """The payload's character: chosen by a hash of the payload, so the same image gets the
-    same one wherever it sits and an edit elsewhere in the note leaves its chunk's
-    `content_hash` (and embedding) as it was; probing past characters the note uses and
-    other payloads' characters. None when none is left."""
+    """The payload's character, chosen by a hash of the payload: the same image gets the
+    same one wherever it sits, so an edit elsewhere in the note leaves its chunk's
+    `content_hash` (and embedding) as it was, unless two payloads' hashes collide (about
+    one chance in 65 000 per pair). Double hashing past characters the note uses and
+    other payloads' characters; None when none is left."""
     if len(taken) + len(payloads) >= _PLANE_15_SIZE:
         return None
-    cp = _PLANE_15 + zlib.crc32(payload.encode("ascii")) % _PLANE_15_SIZE
-    while cp in taken or cp in payloads:
-        cp = _PLANE_15 + (cp - _PLANE_15 + 1) % _PLANE_15_SIZE
+    data = payload.encode("ascii")
+    slot = zlib.crc32(data) % _PLANE_15_SIZE
+    step = 1 + zlib.adler32(data) % (_PLANE_15_SIZE - 1)
+    while (cp := _PLANE_15 + slot) in taken or cp in payloads:
+        slot = (slot + step) % _PLANE_15_SIZE
     return cp
 
 
-def elide_data_uris(text: str, marker: str = "…") -> str:
-    """`text` with each payload `mask_data_uris` would mask replaced by `marker`: the form a
-    person or a chat model reads (`![map](data:image/png;base64,…)`); base64 says nothing to
-    either and would eat a prompt's budget."""
+def elide_data_uris(text: str, marker: str = _ELLIPSIS) -> str:
+    """`text` with each payload replaced by `marker`: the form a person or a chat model
+    reads (`![map](data:image/png;base64,…)`); base64 says nothing to either and would eat
+    a prompt's budget."""
+    return elide_marked(text, marker)[0]
+
+
+def elide_marked(text: str, marker: str = _ELLIPSIS) -> tuple[str, list[int]]:
+    """`elide_data_uris`, and where in its result each inserted marker starts."""
     if _MARK.search(text) is None:
-        return text
-    return _PAYLOAD.sub(lambda m: m.group(0)[: m.start(1) - m.start(0)] + marker, text)
+        return text, []
+    parts: list[str] = []
+    markers: list[int] = []
+    last = length = 0
+    for start, end in payload_spans(text):
+        kept = text[last:start]
+        parts += [kept, marker]
+        markers.append(length + len(kept))
+        length += len(kept) + len(marker)
+        last = end
+    parts.append(text[last:])
+    return "".join(parts), markers

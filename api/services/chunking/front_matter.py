@@ -84,3 +84,20 @@ def _load(yaml_body: bytes | None, toml_body: bytes | None) -> dict[str, Any] | 
     except (yaml.YAMLError, tomllib.TOMLDecodeError, ValueError, RecursionError):
         return None
     return loaded if isinstance(loaded, dict) else None
+
+
+_LEADING_BLOCK = re.compile(
+    "\\A\ufeff?(?:"
+    r"---[ \t]*\r?\n(?![ \t]*\r?\n)(?:.*?\r?\n)??(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)"
+    r"|\+\+\+[ \t]*\r?\n(?:.*?\r?\n)??\+\+\+[ \t]*(?:\r?\n|\Z))",
+    re.S,
+)
+
+
+def leading_block_end(text: str) -> int:
+    """Characters taken by a delimited block at the very top of `text` that could be front
+    matter (the same delimiters as `read_front_matter`, whether or not it loads), else 0.
+    Text there must not be rewritten before `read_front_matter` decides: that decision
+    depends on the block's size and content."""
+    match = _LEADING_BLOCK.match(bare_cr_as_newline(text) if "\r" in text else text)
+    return match.end() if match else 0

@@ -28,7 +28,8 @@ _MD = pyromark.Markdown(options=pyromark.Options.ENABLE_TABLES)
 _UNICODE_WS = np.array([c for c in range(0x3001) if chr(c).isspace()], dtype=np.uint32)
 _LINES = re.compile(r"(?<=\n)")
 _BARE_CR = re.compile(r"\r(?!\n)")
-_DATA_PAYLOAD = re.compile(r"(?i)data:[^,\s]{0,120}?;base64,([a-z0-9+/_-]{256,}={0,2})")
+# The payload rule of DESIGN/README, written independently of `data_uri.py`.
+_DATA_PAYLOAD = re.compile(r"(?i)data:[^,\s<>]{0,200}?;base64,([a-z0-9+/_-]{256,}={0,2})")
 _PRIVATE_CHAR = "[\U000f0000-\U000ffffd]"
 
 
@@ -44,6 +45,12 @@ class Structure:
 
 def front_matter_end(text: str) -> int:
     """Characters taken by a leading BOM and a `---`/`+++` front matter block."""
+    return _leading_block(text, load=True)
+
+
+def _leading_block(text: str, *, load: bool) -> int:
+    """The end of a leading BOM and delimited block; with `load`, only of one that loads
+    as front matter (else the BOM's)."""
     offset = 1 if text.startswith("\ufeff") else 0
     lines = _LINES.split(_BARE_CR.sub("\n", text[offset:]))  # a bare \r ends a line too
     if not lines:
@@ -58,7 +65,8 @@ def front_matter_end(text: str) -> int:
         bare = line.rstrip("\r\n").rstrip(" \t")
         if bare == delim or (delim == "---" and bare == "..."):
             body = "".join(lines[1:k])
-            return offset + pos + len(line) if _loads_as_mapping(body, delim) else offset
+            loads = not load or _loads_as_mapping(body, delim)
+            return offset + pos + len(line) if loads else offset
         pos += len(line)
     return offset
 
@@ -129,7 +137,8 @@ def structure(text: str) -> Structure:
             depth -= 1
             if depth == 0 and current is not None:
                 s, e, level, _ = headings[-1]
-                headings[-1] = (s, e, level, " ".join("".join(current).split()))
+                heading = elide_payloads(" ".join("".join(current).split()))
+                headings[-1] = (s, e, level, heading)
                 current = None
         elif current is not None:
             for key in ("Text", "Code"):
@@ -165,7 +174,7 @@ def check_chunks(
     n = len(chunks)
     mask = non_ws_mask(text)
     info = structure(text)
-    note_payloads = payload_spans(text)
+    note_payloads = payload_spans(text, note=True)
     for i, c in enumerate(chunks):
         assert c.chunk_index == i and c.total_chunks == n
         expected = "only" if n == 1 else "first" if i == 0 else "last" if i == n - 1 else "middle"
@@ -219,9 +228,19 @@ def check_chunks(
         _check_structure(chunks, info, clean_title, max_input)
 
 
-def payload_spans(text: str) -> list[tuple[int, int]]:
-    """Where `text` holds base64 payloads of `data:` URIs of 256+ characters."""
-    return [m.span(1) for m in _DATA_PAYLOAD.finditer(text)]
+def payload_spans(text: str, *, note: bool = False) -> list[tuple[int, int]]:
+    """Where `text` holds base64 payloads of `data:` URIs of 256+ characters; in a whole
+    `note`, none inside a leading block that may be front matter (left as written)."""
+    spans = [m.span(1) for m in _DATA_PAYLOAD.finditer(text)]
+    if note and spans:
+        protected = _leading_block(text, load=False)
+        spans = [(s, e) for s, e in spans if s >= protected]
+    return spans
+
+
+def elide_payloads(text: str) -> str:
+    """`text` with each payload shown as "…" (as heading paths show them)."""
+    return _DATA_PAYLOAD.sub(lambda m: m.group(0)[: m.start(1) - m.start(0)] + "…", text)
 
 
 def embedded_content(c: MarkdownChunk, text: str, note_payloads: list[tuple[int, int]]) -> str:

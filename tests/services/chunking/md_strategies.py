@@ -54,6 +54,8 @@ WORDS = st.sampled_from(
         "![img](data:image/png;base64," + "iVBORw0KGgoAAAANSUhEUg" * 14 + "==)",
         '<img src="data:image/jpeg;base64,' + "/9j/4AAQSkZJRgABAQ" * 16 + '">',
         "\U000f0000\U000f1234",
+        "data:image/png;name=a(1).png;base64," + "R0lGODlhAQABAIAAAP" * 16,  # bare, in headings too
+        "`data:;BASE64," + "AAAA" * 70 + "`",
     ]
 )
 
@@ -146,7 +148,8 @@ def markdown_docs(draw: st.DrawFn) -> str:
     seps = [draw(st.sampled_from(["\n\n", "\n", "\n\n\n", "\n \n"])) for _ in blocks]
     text = "".join(b + s for b, s in zip(blocks, seps, strict=True))
     if draw(st.integers(0, 5)) == 0:
-        text = "---\ntitle: x\ntags: [a]\n---\n" + text
+        cover = draw(st.sampled_from(["", "cover: data:image/png;base64," + "QUJD" * 80 + "\n"]))
+        text = "---\ntitle: x\ntags: [a]\n" + cover + "---\n" + text
     if draw(st.integers(0, 8)) == 0:
         text = "\ufeff" + text
     newline = draw(st.sampled_from(["\n", "\n", "\n", "\n", "\r\n", "\r\n", "\r"]))

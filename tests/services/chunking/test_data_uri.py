@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import random
+import time
 
 import pytest
 
@@ -62,7 +63,10 @@ def test_the_same_image_keeps_its_embedding_when_the_note_is_edited_elsewhere() 
     edited = f"# Before\n\n![x](data:image/png;base64,{other})\n\n" + NOTE.replace(
         "Rain all day.", "Rain all day, then sun."
     )
-    after = {c.heading_path[-1]: c.content_hash for c in chunk(chunker, edited)}
+    chunks = chunk(chunker, edited)
+    (trip,) = [c for c in chunks if c.heading_path[-1] == "Trip"]
+    assert IMAGE in trip.content_md and IMAGE[:300] not in trip.embedding_text
+    after = {c.heading_path[-1]: c.content_hash for c in chunks}
     # The image's section hashes as before (its placeholder depends on the payload only);
     # the edited section does not.
     assert after["Trip"] == before["Trip"] and after["Day 2"] != before["Day 2"]
@@ -132,3 +136,68 @@ def test_past_the_free_placeholders_payloads_stay_as_they_are(
     assert images[2] in masked.text and images[3] in masked.text
     (c,) = MarkdownChunker(max_chunk_tokens=8191).chunk_note(text, "t")
     assert c.content_md == text
+
+
+def test_matching_stays_linear_on_adversarial_text() -> None:
+    """Each `data:` used to start a regex match that walked every later `;k=v`: 128 KB of
+    `data:;a=` took 27 s with the GIL held (found by review). Now the work per
+    `;base64,` is bounded."""
+    for text in (
+        "data:;a=" * 16_000 + "\n;base64,\n",  # 128 KB
+        "data:;a=" * 250_000 + ";base64," + "A" * 300,  # 2 MB, one payload at the end
+        (";base64," + "A" * 255) * 8_000,  # 2 MB of payloads one character short
+        ("data:;base64," + "A" * 256 + " ") * 7_500,  # 2 MB of payloads
+    ):
+        started = time.perf_counter()
+        masked = mask_data_uris(text)
+        elided = data_uri_module.elide_data_uris(text)
+        assert time.perf_counter() - started < 3, len(text)
+        assert (masked is None) == (elided == text)
+
+
+def test_many_payloads_beside_many_private_use_characters() -> None:
+    """Linear probing crawled through a run of plane-15 characters the note already held
+    (Nerd Font icons live there): 5 000 payloads beside 60 000 of them took 20 s."""
+    icons = "".join(chr(0xF0000 + i) for i in range(60_000))
+    text = icons + "\n\n" + " ".join(f"data:;base64,{i:08d}{'A' * 256}" for i in range(5_000))
+    started = time.perf_counter()
+    masked = mask_data_uris(text)
+    assert time.perf_counter() - started < 3
+    assert masked is not None and len(masked.payloads) == 5_000
+    assert not set(map(ord, icons)) & set(masked.payloads)
+
+
+def test_front_matter_is_decided_on_the_note_as_written() -> None:
+    """A front matter block over 64 KB is content; masking its payload made it small
+    enough to be read as metadata and left out of every chunk (found by review)."""
+    big = (
+        f"---\ntitle: Trip\ncover: data:image/png;base64,{IMAGE[:80_000]}\n---\n\n# Day 1\n\nHi.\n"
+    )
+    chunks = chunk(MarkdownChunker(), big)  # lossless: the block is content (check_chunks)
+    # Content: a thematic break, then a setext heading (the rest), then "Day 1".
+    assert chunks[0].start_offset == 0 and chunks[0].content_md == "---"
+    assert chunks[-1].heading_path == ["Kyoto", "Day 1"] and chunks[-1].content_md == "Hi."
+    small = (
+        f"---\ntitle: Trip\ncover: data:image/png;base64,{IMAGE[:4_000]}\n---\n\n# Day 1\n\nHi.\n"
+    )
+    (only,) = chunk(MarkdownChunker(), small)
+    assert only.content_md == "Hi." and IMAGE[:4_000] not in only.embedding_text
+
+
+def test_a_payload_in_a_heading_reads_as_an_ellipsis_in_the_breadcrumb() -> None:
+    for heading in (
+        f"# Logo data:image/png;base64,{IMAGE[:400]}",
+        f"# Logo `data:image/png;base64,{IMAGE[:400]}`",
+        f"Logo data:image/png;base64,{IMAGE[:400]}\n===",
+    ):
+        text = f"{heading}\n\nThe logo, pasted.\n"
+        (c,) = chunk(MarkdownChunker(), text)
+        assert c.heading_path == ["Kyoto", "Logo data:image/png;base64,…"], c.heading_path
+        assert c.section_path == " > ".join(c.heading_path)
+
+
+def test_parameters_with_parentheses_are_part_of_the_uri() -> None:
+    """`name=Screenshot(1).png` (a link destination may hold balanced parentheses)."""
+    text = f"![s](data:image/png;name=Screenshot(1).png;base64,{IMAGE[:40_000]})\n"
+    (c,) = chunk(MarkdownChunker(), text)
+    assert c.content_md == text.strip() and IMAGE[:300] not in c.embedding_text
