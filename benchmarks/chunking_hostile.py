@@ -60,6 +60,10 @@ SHAPES: dict[str, Callable[[int], str]] = {
     "one word": lambda n: "a" * n,
     "NUL lines": lambda n: "\x00\n" * (n // 2),
     "empty fences": lambda n: "```\n```\n" * (n // 8),
+    "pasted images, 4 KB each (data: URIs)": lambda n: (
+        ("![i](data:image/png;base64," + "QUJD" * 1000 + ")\n\n") * (n // 4030)
+    ),
+    "`data:;a=` runs, one `;base64,`": lambda n: "data:;a=" * (n // 8) + ";base64," + "A" * 300,
 }
 
 
