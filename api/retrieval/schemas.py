@@ -144,9 +144,9 @@ class MatchingChunk(BaseModel):
     section_path: str
     content: str = Field(
         description="The section's text, as in the note except that the base64 of a pasted "
-        "image (`data:` URI) reads `…` and text past 20 000 characters is cut (a "
-        "section is normally at most 6 000); `elided_chars` counts what is left out. "
-        "The offsets index the note's full text."
+        "image (`data:` URI) reads `…` and text past 64 000 characters is cut (a "
+        "section is normally at most 6 000, a whole code block or table about 30 000); "
+        "`elided_chars` counts what is left out. The offsets index the note's full text."
     )
     elided_chars: int = Field(0, description="Characters of the section not in `content`")
     start_offset: int = Field(description="Character offset into the note's content_md")
@@ -159,9 +159,10 @@ class MatchingChunk(BaseModel):
     )
 
 
-# A section is at most `max_section_chars` (6 000) unless one chunk is longer: a chunk of
-# megabytes of words the local model reads as one unknown token each is one chunk.
-MAX_CONTENT_CHARS = 20_000
+# A section is at most `max_section_chars` (6 000) unless one chunk is longer: a whole code
+# block or table may reach the model's input (8 191 cl100k tokens, ~30 000 characters), and
+# a chunk of megabytes of words the local model reads as one unknown token each is one chunk.
+MAX_CONTENT_CHARS = 64_000
 
 
 def _shown(text: str) -> dict[str, str | int]:

@@ -17,8 +17,8 @@ chunk is mapped back to the note: offsets move past the payloads and `content_md
 back, so `content_md == note_content[start_offset:end_offset]` and lossless coverage hold
 as for any note. `embedding_text`, `content_hash` and `token_count` describe what is
 embedded: the text with the placeholder. A heading holding a payload reads `…` in
-`heading_path`. A block that may be front matter is left as it is (whether it is depends
-on its size, which masking would change).
+`heading_path`. A leading block whose reading as front matter masking would change (one
+over 64 KB only because of its image) is left as it is.
 
 Pure: no I/O. A note without such a payload costs one regex scan (~0.04 ms for 80 KB);
 with them, the work per `;base64,` is bounded, so any note stays linear.
@@ -26,12 +26,12 @@ with them, the work per `;base64,` is bounded, so any note stays linear.
 
 from __future__ import annotations
 
+import hashlib
 import re
-import zlib
 from bisect import bisect_left
 from dataclasses import dataclass
 
-from api.services.chunking.front_matter import leading_block_end
+from api.services.chunking.front_matter import leading_block_end, read_front_matter
 from api.services.chunking.models import MarkdownChunk
 
 # Shorter payloads (icons, 1x1 pixels) cost little and are left alone.
@@ -39,7 +39,13 @@ MIN_PAYLOAD_CHARS = 256
 MAX_PREFIX_CHARS = 200  # from `data:` to `;base64,`: media type and parameters
 _PLANE_15 = 0xF0000
 _PLANE_15_SIZE = 65_521  # a prime (U+F0000..U+FFFF0), so double hashing reaches every slot
-_MARK = re.compile(";base64,", re.IGNORECASE)  # a literal: the fast first test
+_PLANE_15_CHARS = re.compile(f"[{chr(_PLANE_15)}-{chr(_PLANE_15 + _PLANE_15_SIZE - 1)}]")
+# A payload's probes before taking the next free character in order: hash collisions
+# (crafted, say) cost at most this many probes each.
+_MAX_PROBES = 32
+# ASCII case folding only: "ſ" (U+017F) must not read as "s", nor "İ" widen a string.
+_MARK = re.compile(";base64,", re.IGNORECASE | re.ASCII)  # a literal: the fast first test
+_SCHEME = re.compile("data:", re.IGNORECASE | re.ASCII)
 _BASE64 = re.compile(rf"[A-Za-z0-9+/_-]{{{MIN_PAYLOAD_CHARS},}}={{0,2}}")
 _PREFIX_STOP = re.compile(r"[,\s<>]")
 _ELLIPSIS = "…"
@@ -52,10 +58,9 @@ def payload_spans(text: str) -> list[tuple[int, int]]:
         payload = _BASE64.match(text, mark.end())
         if payload is None:
             continue
-        lo = max(0, mark.start() - MAX_PREFIX_CHARS - 5)
-        head = text[lo : mark.start()]
-        scheme = head.lower().rfind("data:")
-        if scheme < 0 or _PREFIX_STOP.search(head, scheme + 5):
+        head = text[max(0, mark.start() - MAX_PREFIX_CHARS - 5) : mark.start()]
+        schemes = list(_SCHEME.finditer(head))  # the last one counts (a bounded window)
+        if not schemes or _PREFIX_STOP.search(head, schemes[-1].end()):
             continue
         spans.append(payload.span())
     return spans
@@ -84,25 +89,26 @@ class MaskedNote:
             chunk.start_offset = self.original_offset(chunk.start_offset)
             chunk.end_offset = self.original_offset(chunk.end_offset)
             chunk.content_md = chunk.content_md.translate(self.payloads)
-            if any(ord(c) in shown for c in chunk.section_path):
+            if _PLANE_15_CHARS.search(chunk.section_path):
                 chunk.heading_path = [h.translate(shown) for h in chunk.heading_path]
                 chunk.section_path = chunk.section_path.translate(shown)
         return chunks
 
 
-def mask_data_uris(text: str) -> MaskedNote | None:
-    """The note with each payload replaced by its own placeholder character, or None when
-    it has none (the common case)."""
+def mask_data_uris(text: str, title: str = "") -> MaskedNote | None:
+    """The note with each payload replaced by its own placeholder character (one the note
+    and its `title` do not use), or None when it has none (the common case)."""
     if _MARK.search(text) is None:
         return None
     spans = payload_spans(text)
     if spans:
-        protected = leading_block_end(text)
-        spans = [span for span in spans if span[0] >= protected]
+        spans = _outside_undecided_front_matter(text, spans)
     if not spans:
         return None
-    top = _PLANE_15 + _PLANE_15_SIZE
-    taken = {ord(c) for c in re.findall(f"[{chr(_PLANE_15)}-{chr(top - 1)}]", text)}
+    placeholders = _Placeholders(
+        {ord(c) for c in _PLANE_15_CHARS.findall(text)}
+        | {ord(c) for c in _PLANE_15_CHARS.findall(title)}
+    )
     parts: list[str] = []
     positions: list[int] = []
     shifts = [0]
@@ -111,7 +117,7 @@ def mask_data_uris(text: str) -> MaskedNote | None:
     last = length = 0
     for start, end in spans:
         payload = text[start:end]
-        cp = chosen.get(payload) or _placeholder(payload, taken, payloads)
+        cp = chosen.get(payload) or placeholders.pick(payload)
         if cp is None:  # plane 15 is full (> 65 000 distinct payloads): left as they are
             break
         chosen[payload] = cp
@@ -127,20 +133,60 @@ def mask_data_uris(text: str) -> MaskedNote | None:
     return MaskedNote("".join(parts), positions, shifts, payloads)
 
 
-def _placeholder(payload: str, taken: set[int], payloads: dict[int, str]) -> int | None:
-    """The payload's character, chosen by a hash of the payload: the same image gets the
+def _outside_undecided_front_matter(
+    text: str, spans: list[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """`spans` without those in a leading block whose reading as front matter masking
+    would change: a block over 64 KB is content, and masking its image would make it
+    small enough to be left out of every chunk as metadata. Other blocks (a note that
+    opens with a `---` rule, say) are masked like the rest."""
+    block = leading_block_end(text)
+    if not block or spans[0][0] >= block:
+        return spans
+    head, masked, last = text[:block], [], 0
+    for start, end in spans:
+        if start >= block:
+            break
+        masked += [head[last:start], chr(_PLANE_15)]
+        last = end
+    masked.append(head[last:])
+    if _is_front_matter(head) == _is_front_matter("".join(masked)):
+        return spans
+    return [span for span in spans if span[0] >= block]
+
+
+def _is_front_matter(block: str) -> bool:
+    data = block.encode("utf-8", "replace")
+    return read_front_matter(data).end > (3 if data.startswith(b"\xef\xbb\xbf") else 0)
+
+
+class _Placeholders:
+    """Picks each payload's character by a hash of the payload: the same image gets the
     same one wherever it sits, so an edit elsewhere in the note leaves its chunk's
     `content_hash` (and embedding) as it was, unless two payloads' hashes collide (about
-    one chance in 65 000 per pair). Double hashing past characters the note uses and
-    other payloads' characters; None when none is left."""
-    if len(taken) + len(payloads) >= _PLANE_15_SIZE:
-        return None
-    data = payload.encode("ascii")
-    slot = zlib.crc32(data) % _PLANE_15_SIZE
-    step = 1 + zlib.adler32(data) % (_PLANE_15_SIZE - 1)
-    while (cp := _PLANE_15 + slot) in taken or cp in payloads:
-        slot = (slot + step) % _PLANE_15_SIZE
-    return cp
+    one chance in 65 000 per pair). Double hashing past characters in use, at most
+    `_MAX_PROBES` probes, then the lowest free one."""
+
+    def __init__(self, taken: set[int]) -> None:
+        self.used = taken
+        self.cursor = _PLANE_15  # every character below it is in use
+
+    def pick(self, payload: str) -> int | None:
+        """A free character for `payload` (marked used), or None when none is left."""
+        if len(self.used) >= _PLANE_15_SIZE:
+            return None
+        digest = hashlib.blake2b(payload.encode("ascii"), digest_size=8).digest()
+        h = int.from_bytes(digest, "big")
+        slot, step = h % _PLANE_15_SIZE, 1 + (h >> 32) % (_PLANE_15_SIZE - 1)
+        for _ in range(_MAX_PROBES):
+            if _PLANE_15 + slot not in self.used:
+                self.used.add(_PLANE_15 + slot)
+                return _PLANE_15 + slot
+            slot = (slot + step) % _PLANE_15_SIZE
+        while self.cursor in self.used:
+            self.cursor += 1
+        self.used.add(self.cursor)
+        return self.cursor
 
 
 def elide_data_uris(text: str, marker: str = _ELLIPSIS) -> str:

@@ -133,7 +133,7 @@ class ChunkerBase:
         """The chunks of one note, in document order; [] for empty or blank content."""
         if not note_content or note_content.isspace():
             return []
-        masked = mask_data_uris(note_content)
+        masked = mask_data_uris(note_content, note_title or "")
         with gc_paused():
             if masked is None:
                 return self._chunk(note_content, note_title)

@@ -28,8 +28,12 @@ _MD = pyromark.Markdown(options=pyromark.Options.ENABLE_TABLES)
 _UNICODE_WS = np.array([c for c in range(0x3001) if chr(c).isspace()], dtype=np.uint32)
 _LINES = re.compile(r"(?<=\n)")
 _BARE_CR = re.compile(r"\r(?!\n)")
-# The payload rule of DESIGN/README, written independently of `data_uri.py`.
-_DATA_PAYLOAD = re.compile(r"(?i)data:[^,\s<>]{0,200}?;base64,([a-z0-9+/_-]{256,}={0,2})")
+# The payload rule of the README, written independently of `data_uri.py`: after each
+# `;base64,` (ASCII case-insensitive), 256+ base64 characters and up to two "=", with
+# `data:` at most 200 characters before it and no comma, whitespace, "<" or ">" between.
+_BASE64_MARK = re.compile(r"(?ia);base64,")
+_BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{256,}={0,2}")
+_DATA_PREFIX = re.compile(r"(?ia)data:[^,\s<>]{0,200}\Z")
 _PRIVATE_CHAR = "[\U000f0000-\U000ffffd]"
 
 
@@ -92,6 +96,7 @@ def _line_start(text: str, floor: int, pos: int) -> int:
 def structure(text: str) -> Structure:
     """Top-level headings and fenced code blocks, from an independent parse."""
     start = front_matter_end(text)
+    protected = protected_end(text)
     body = text[start:]
     raw = body.encode("utf-8", "surrogatepass")
     # Character index of every byte offset (one pass; the parser reports UTF-8 offsets).
@@ -137,7 +142,9 @@ def structure(text: str) -> Structure:
             depth -= 1
             if depth == 0 and current is not None:
                 s, e, level, _ = headings[-1]
-                heading = elide_payloads(" ".join("".join(current).split()))
+                heading = " ".join("".join(current).split())
+                if s >= protected:  # a payload in a protected block stays as written
+                    heading = elide_payloads(heading)
                 headings[-1] = (s, e, level, heading)
                 current = None
         elif current is not None:
@@ -230,17 +237,44 @@ def check_chunks(
 
 def payload_spans(text: str, *, note: bool = False) -> list[tuple[int, int]]:
     """Where `text` holds base64 payloads of `data:` URIs of 256+ characters; in a whole
-    `note`, none inside a leading block that may be front matter (left as written)."""
-    spans = [m.span(1) for m in _DATA_PAYLOAD.finditer(text)]
+    `note`, none inside a leading block that masking would turn into front matter or out
+    of it (left as written)."""
+    spans = []
+    for mark in _BASE64_MARK.finditer(text):
+        run = _BASE64_RUN.match(text, mark.end())
+        if run and _DATA_PREFIX.search(text, max(0, mark.start() - 205), mark.start()):
+            spans.append(run.span())
     if note and spans:
-        protected = _leading_block(text, load=False)
+        protected = protected_end(text, spans)
         spans = [(s, e) for s, e in spans if s >= protected]
     return spans
 
 
+def protected_end(text: str, spans: list[tuple[int, int]] | None = None) -> int:
+    """The end of a leading block whose front-matter reading masking its payloads would
+    change, else 0."""
+    spans = payload_spans(text) if spans is None else spans
+    block = _leading_block(text, load=False)
+    inside = [(s, e) for s, e in spans if s < block]
+    if not inside:
+        return 0
+    masked = text[:block]
+    for s, e in reversed(inside):
+        masked = masked[:s] + "\U000f0000" + masked[e:]
+    original_fm = _leading_block(text[:block], load=True) > _bom(text)
+    masked_fm = _leading_block(masked, load=True) > _bom(text)
+    return block if original_fm != masked_fm else 0
+
+
+def _bom(text: str) -> int:
+    return 1 if text.startswith("\ufeff") else 0
+
+
 def elide_payloads(text: str) -> str:
     """`text` with each payload shown as "…" (as heading paths show them)."""
-    return _DATA_PAYLOAD.sub(lambda m: m.group(0)[: m.start(1) - m.start(0)] + "…", text)
+    for s, e in reversed(payload_spans(text)):
+        text = text[:s] + "…" + text[e:]
+    return text
 
 
 def embedded_content(c: MarkdownChunk, text: str, note_payloads: list[tuple[int, int]]) -> str:

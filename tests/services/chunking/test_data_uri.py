@@ -9,6 +9,8 @@ from __future__ import annotations
 import base64
 import random
 import time
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -201,3 +203,65 @@ def test_parameters_with_parentheses_are_part_of_the_uri() -> None:
     text = f"![s](data:image/png;name=Screenshot(1).png;base64,{IMAGE[:40_000]})\n"
     (c,) = chunk(MarkdownChunker(), text)
     assert c.content_md == text.strip() and IMAGE[:300] not in c.embedding_text
+
+
+def test_colliding_hashes_cost_bounded_probes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checksums can be made to collide: 800 payloads sharing one probe sequence beside
+    plane-15 characters on it took 4 s, growing with the square of the note (found by
+    review). Here every payload hashes alike; probes stop after a few and the lowest free
+    character is taken."""
+
+    class SameDigest:
+        @staticmethod
+        def blake2b(data: bytes, digest_size: int) -> Any:
+            return SimpleNamespace(digest=lambda: bytes(digest_size))
+
+    monkeypatch.setattr(data_uri_module, "hashlib", SameDigest)
+    icons = "".join(chr(0xF0000 + i) for i in range(0, 60_000, 7))
+    text = icons + "\n\n" + " ".join(f"data:;base64,{i:08d}{'A' * 256}" for i in range(5_000))
+    started = time.perf_counter()
+    masked = mask_data_uris(text)
+    assert time.perf_counter() - started < 3
+    assert masked is not None and len(masked.payloads) == 5_000
+    assert not set(map(ord, icons)) & set(masked.payloads)
+
+
+def test_a_note_opening_with_a_rule_still_masks_its_images() -> None:
+    """`---` lines around text that is no front matter either way: masking changes
+    nothing there, so the screenshot is masked (the first fix left 718 chunks)."""
+    text = f"---\nTrip notes\n\n![map](data:image/png;base64,{IMAGE})\n\n---\n\nMore text.\n"
+    chunks = chunk(MarkdownChunker(), text)
+    assert len(chunks) <= 3 and all(IMAGE[:300] not in c.embedding_text for c in chunks)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"İdata: ;base64,{IMAGE[:300]}",  # "İ".lower() is two characters
+        f"data:x;base64,ſ{IMAGE[:300]}",  # "ſ" folds to "s" outside ASCII
+        f"x ;baſe64,{IMAGE[:300]}",
+    ],
+)
+def test_no_payload_by_unicode_case_folding(text: str) -> None:
+    assert mask_data_uris(text) is None
+    chunk(MarkdownChunker(), text)
+
+
+def test_a_payload_ending_in_data_and_the_next_uri() -> None:
+    """The first payload's last letters are the next URI's `data`: both are payloads."""
+    payload = IMAGE[:300] + "data"
+    text = f"x data:x;base64,{payload}:y;base64,{IMAGE[:300]}\u212aB end"
+    masked = mask_data_uris(text)
+    assert masked is not None and sorted(masked.payloads.values()) == sorted([payload, IMAGE[:300]])
+    chunk(MarkdownChunker(), text)
+
+
+def test_placeholders_avoid_the_titles_characters() -> None:
+    text = f"# Images\n\n![a](data:image/png;base64,{IMAGE[:1000]})\n"
+    masked = mask_data_uris(text)
+    assert masked is not None
+    (used,) = masked.payloads
+    title = f"{chr(used)} Screenshots"  # a Nerd Font icon, say
+    (c,) = MarkdownChunker().chunk_note(text, title)
+    check_chunks([c], text, title, MarkdownChunker())
+    assert c.heading_path == [title, "Images"]
