@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -58,6 +59,7 @@ class Estimate:
     reasons: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REASONS, 0))
     unchunkable: list[tuple[str, str]] = field(default_factory=list)  # the first ones
     unchunkable_count: int = 0
+    out_of_attempts: int = 0  # to be recorded failed, not indexed (`out_of_attempts`)
 
     def add_unchunkable(self, note_id: Any, error: str) -> None:
         """Count a note the chunker cannot take; list the first `MAX_LISTED_UNCHUNKABLE`
@@ -111,6 +113,7 @@ class Estimate:
             "reasons": {k: v for k, v in self.reasons.items() if v},
             "unchunkable": [{"note_id": n, "error": e} for n, e in self.unchunkable],
             "unchunkable_count": self.unchunkable_count,
+            "out_of_attempts": self.out_of_attempts,
         }
 
 
@@ -118,6 +121,20 @@ class Estimate:
 # once, held ~1.5 GB (found by review); a page is chunked at ~7.5 times its text.
 PAGE_CHARS = 16_000_000
 MAX_LISTED_UNCHUNKABLE = 1000
+
+
+def out_of_attempts(doc: dict[str, Any], now: datetime, max_attempts: int) -> bool:
+    """A note whose last runs died with their process (`indexing`, lease run out) and that
+    has no attempt left: the run records it `failed` without chunking or embedding it
+    (`MigrationRunner`, verdict `failed`), so it is no work to estimate."""
+    lease, attempts = doc.get("lease_expires_at"), doc.get("index_attempts")
+    return (
+        doc.get("index_status") == "indexing"
+        and isinstance(lease, datetime)
+        and lease <= now
+        and isinstance(attempts, int)
+        and attempts >= max_attempts
+    )
 
 
 def chunk_batch(
@@ -158,9 +175,11 @@ async def estimate(
     batch_size: int = 200,
     page_chars: int = PAGE_CHARS,
     on_progress: Callable[[int], None] | None = None,
+    max_attempts: int | None = None,
 ) -> Estimate:
     """Chunk and count every selected note (read-only). `selection.embedding_model` is the
-    model key chunks record; `model_name` the provider's model (for the price)."""
+    model key chunks record; `model_name` the provider's model (for the price); notes out
+    of their `max_attempts` are counted apart (`out_of_attempts`)."""
     result = Estimate(model=model_name, price_per_million=price_per_million(provider, model_name))
     for note_id in await notes.unaddressable(selection):
         result.add_unchunkable(note_id, unaddressable_detail(note_id))
@@ -184,6 +203,13 @@ async def estimate(
         after = docs[-1]["_id"]
         if remaining is not None:
             remaining -= len(docs)
+        fetched = len(docs)
+        if max_attempts is not None:
+            now = datetime.now(UTC)
+            exhausted = sum(out_of_attempts(d, now, max_attempts) for d in docs)
+            if exhausted:
+                result.out_of_attempts += exhausted
+                docs = [d for d in docs if not out_of_attempts(d, now, max_attempts)]
         planned = await asyncio.to_thread(chunk_batch, chunker, tokenizer, docs)
         hashes = sorted({h for p in planned if not isinstance(p, Exception) for h, _ in p})
         authors = {d.get("author_id") for d in docs}
@@ -199,7 +225,7 @@ async def estimate(
                 continue
             result.add_note(doc.get("author_id"), chunks, known=known, cached=cached, seen=seen)
         if on_progress is not None:
-            on_progress(len(docs))
+            on_progress(fetched)
     fields = {k: v for k, v in result.as_dict().items() if k not in ("reasons", "unchunkable")}
     log.info("migration.dry_run", **fields)
     return result

@@ -144,7 +144,9 @@ async def execute(settings: Settings, options: MigrateOptions, *, stdout: Any = 
         selection = _selection(options, chunker, embedder)
         reporter = _reporter(options, bar_console, "Dry run" if options.dry_run else "Indexing")
         if options.dry_run:
-            return await _dry_run(db, selection, options, chunker, embedder, reporter, console)
+            return await _dry_run(
+                settings, db, selection, options, chunker, embedder, reporter, console
+            )
         return await _run(settings, db, selection, options, chunker, embedder, reporter, console)
     return 1  # pragma: no cover - the stack never swallows
 
@@ -164,6 +166,7 @@ def _selection(options: MigrateOptions, chunker: Any, embedder: Any) -> Any:
 
 
 async def _dry_run(
+    settings: Settings,
     db: AsyncDatabase,
     selection: Any,
     options: MigrateOptions,
@@ -198,6 +201,7 @@ async def _dry_run(
             model_name=embedder.model,
             batch_size=options.batch_size,
             on_progress=advance,
+            max_attempts=settings.autonote_index_max_attempts,
         )
     finally:
         stop_quietly(reporter)

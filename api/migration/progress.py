@@ -182,6 +182,8 @@ def render_estimate(estimate: Estimate, console: Console) -> None:
     table.add_row("Estimated cost", _money(estimate.cost_usd))
     if estimate.unchunkable_count:
         table.add_row("Chunker errors", _n(estimate.unchunkable_count))
+    if estimate.out_of_attempts:
+        table.add_row("Out of attempts (to be marked failed)", _n(estimate.out_of_attempts))
     console.print(table)
     for note_id, error in estimate.unchunkable[:20]:
         console.print(f"  chunker error on note {note_id}: {error}")

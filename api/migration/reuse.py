@@ -23,6 +23,8 @@ ESTIMATE_PROJECTION = {
     "chunk_count": 1,
     "chunking_version": 1,
     "embedding_model": 1,
+    "index_attempts": 1,
+    "lease_expires_at": 1,
 }
 
 

@@ -13,6 +13,7 @@ import asyncio
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -20,7 +21,14 @@ from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
 
 from api.config import Settings
-from tests.migration.support import ROOT, check_all_indexed, chunker_for, cli_env, insert_legacy
+from tests.migration.support import (
+    ROOT,
+    check_all_indexed,
+    chunker_for,
+    cli_env,
+    insert_legacy,
+    run_in_process,
+)
 
 POISON = "POISON-PILL"
 # The CLI, with a chunker that kills its process on the poisoned note.
@@ -77,3 +85,29 @@ async def test_a_note_that_kills_the_process_fails_after_the_budget(
     note = await db.notes.find_one({"_id": poisoned})
     assert note["index_status"] == "failed" and note["reserved_until"] is None, note
     await check_all_indexed(db, chunker_for(settings), [i for i in ids if i != poisoned])
+
+
+async def test_the_dry_run_counts_a_note_out_of_attempts_apart(
+    settings: Settings, db: AsyncDatabase
+) -> None:
+    """Such a note is no work: the run records it failed without chunking or embedding
+    it. The dry run used to count it (and its tokens) as notes to index."""
+    ids = await insert_legacy(db, 6, [ObjectId()])
+    died = datetime.now(UTC) - timedelta(minutes=5)
+    for note_id, attempts in ((ids[0], BUDGET), (ids[1], BUDGET - 1)):
+        await db.notes.update_one(
+            {"_id": note_id},
+            {
+                "$set": {
+                    "index_status": "indexing",
+                    "lease_expires_at": died,
+                    "index_attempts": attempts,
+                }
+            },
+        )
+    budget = settings.model_copy(update={"autonote_index_max_attempts": BUDGET})
+    code, dry = await run_in_process(budget, dry_run=True)
+    assert code == 0 and dry["out_of_attempts"] == 1 and dry["notes"] == len(ids) - 1, dry
+    code, run = await run_in_process(budget)
+    assert run["failed"] == 1 and run["indexed"] == len(ids) - 1, run
+    assert run["failures"][0]["note_id"] == str(ids[0])
