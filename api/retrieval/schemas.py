@@ -171,7 +171,7 @@ def _shown(text: str) -> dict[str, str | int]:
     if len(shown) > MAX_CONTENT_CHARS:
         markers = [m for m in markers if m < MAX_CONTENT_CHARS]
         shown = shown[:MAX_CONTENT_CHARS]
-        note_chars = len(shown) - len(markers)  # a marker that got cut would be partial
+        note_chars = len(shown) - len(markers)  # markers are one character each
         shown += "…"
     else:
         note_chars = len(shown) - len(markers)
