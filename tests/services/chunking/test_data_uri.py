@@ -13,11 +13,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from api.services.chunking import FixedTokenChunker, MarkdownChunker, WholeNoteChunker
 from api.services.chunking import data_uri as data_uri_module
 from api.services.chunking.data_uri import MIN_PAYLOAD_CHARS, mask_data_uris
-from tests.services.chunking.chunk_invariants import check_chunks, minilm_tokenizer
+from tests.services.chunking.chunk_invariants import check_chunks, minilm_tokenizer, payload_spans
 
 
 def payload(n_bytes: int, seed: int) -> str:
@@ -265,3 +267,33 @@ def test_placeholders_avoid_the_titles_characters() -> None:
     (c,) = MarkdownChunker().chunk_note(text, title)
     check_chunks([c], text, title, MarkdownChunker())
     assert c.heading_path == [title, "Images"]
+
+
+_PIECES = ["data:", "DATA:", ";base64,", ";BaSe64,", "image/png", ";a=b(1)", "A" * 130, "+/_-"]
+_PIECES += ["=", "==", ",", " ", "\n", "<", ">", "İ", "ſ", "K", "\U000f0001", "x" * 60]
+_URIS = st.tuples(
+    st.sampled_from(["data:", "DATA:", "İdata:", "data:image/png;a=b(1)", "data: x", "data:<"]),
+    st.sampled_from([";base64,", ";BaSe64,", ";baſe64,", ";base64, "]),
+    st.sampled_from(["Qk" * 128, "B" * 255, "A" * 300 + "==", "A" * 300 + "data", "ſ" + "A" * 256]),
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(st.one_of(_URIS, st.sampled_from(_PIECES)), max_size=16))
+def test_the_payload_rule_and_masking_round_trip(parts: list[str]) -> None:
+    """The product's payload finder agrees with the checker's independent one, and a
+    masked note maps back exactly: every placeholder to its payload, every offset."""
+    text = "".join(parts)
+    spans = data_uri_module.payload_spans(text)
+    assert spans == payload_spans(text)
+    masked = mask_data_uris(text)
+    if masked is None:
+        assert not spans
+        return
+    assert masked.text.translate(masked.payloads) == text
+    for k, position in enumerate(masked.positions):
+        start, end = masked.original_offset(position), masked.original_offset(position + 1)
+        assert text[start:end] == masked.payloads[ord(masked.text[position])], k
+    assert data_uri_module.elide_data_uris(text) == masked.text.translate(
+        dict.fromkeys(masked.payloads, "…")
+    )
