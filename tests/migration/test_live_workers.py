@@ -165,14 +165,15 @@ async def test_reservations_outlive_their_term_while_the_run_lives(
     ids = await insert_legacy(db, 16, [ObjectId()])
     embedder = build_embedder(settings, None)
     chunker = build_chunker(settings, embedder)
-    slow = RateLimitedEmbedder(embedder, tokens_per_period=None, requests_per_period=3, period_s=1)
+    slow = RateLimitedEmbedder(embedder, tokens_per_period=None, requests_per_period=2, period_s=1)
     indexing = build_indexing(settings, db, chunker=chunker, embedder=slow, concurrency=1)
     selection = Selection(chunker.version, embedding_model_key(embedder))
+    # A 1.5 s term renewed every 0.5 s: a loaded CI's event loop may stall for up to 1 s.
     runner = MigrationRunner(
-        indexing.reconciler, MigrationNotes(db), selection, concurrency=1, reserve_s=0.9
+        indexing.reconciler, MigrationNotes(db), selection, concurrency=1, reserve_s=1.5
     )
     migration = asyncio.create_task(runner.run())
-    await asyncio.sleep(2.0)  # past two terms; 3 notes a second leave at least 4 of 16
+    await asyncio.sleep(3.5)  # past two terms; 2 notes a second leave at least 4 of 16
     # One read: counting the waiting notes and the live reservations in two reads raced
     # the run completing a note between them (CI saw 8 waiting, 7 reserved).
     waiting, unreserved = await waiting_and_unreserved(db, ids)
