@@ -146,11 +146,12 @@ async def test_a_killed_runs_reservations_run_out(settings: Settings, db: AsyncD
     selection = Selection(chunker.version, embedding_model_key(embedder))
     notes = MigrationNotes(db)
     now = datetime.now(UTC)
-    assert await notes.enqueue(ids, selection, now, reserve_until=now + timedelta(seconds=1.5))
+    until = now + timedelta(seconds=3)  # room for a loaded machine before the first claim
+    assert await notes.enqueue(ids, selection, now, reserve_until=until)
     assert await reconciler.run_once() is None, "a worker took a reserved note"
     taken = await reconciler.run_once(ids[0])  # a rerun names its notes
     assert taken is not None and taken.status == "indexed"
-    await asyncio.sleep(1.6)
+    await asyncio.sleep((until - datetime.now(UTC)).total_seconds() + 0.1)
     assert {(await reconciler.run_once()).note_id for _ in range(2)} == set(ids[1:])
     await embedder.aclose()
     await check_all_indexed(db, chunker, ids)
