@@ -206,10 +206,9 @@ async def estimate(
         fetched = len(docs)
         if max_attempts is not None:
             now = datetime.now(UTC)
-            exhausted = sum(out_of_attempts(d, now, max_attempts) for d in docs)
-            if exhausted:
-                result.out_of_attempts += exhausted
-                docs = [d for d in docs if not out_of_attempts(d, now, max_attempts)]
+            workable = [d for d in docs if not out_of_attempts(d, now, max_attempts)]
+            result.out_of_attempts += len(docs) - len(workable)
+            docs = workable
         planned = await asyncio.to_thread(chunk_batch, chunker, tokenizer, docs)
         hashes = sorted({h for p in planned if not isinstance(p, Exception) for h, _ in p})
         authors = {d.get("author_id") for d in docs}

@@ -30,6 +30,7 @@ import hashlib
 import re
 from bisect import bisect_left
 from dataclasses import dataclass
+from itertools import accumulate
 
 from api.services.chunking.front_matter import leading_block_end, read_front_matter
 from api.services.chunking.models import MarkdownChunk
@@ -98,8 +99,6 @@ class MaskedNote:
 def mask_data_uris(text: str, title: str = "") -> MaskedNote | None:
     """The note with each payload replaced by its own placeholder character (one the note
     and its `title` do not use), or None when it has none (the common case)."""
-    if _MARK.search(text) is None:
-        return None
     spans = payload_spans(text)
     if spans:
         spans = _outside_undecided_front_matter(text, spans)
@@ -109,28 +108,38 @@ def mask_data_uris(text: str, title: str = "") -> MaskedNote | None:
         {ord(c) for c in _PLANE_15_CHARS.findall(text)}
         | {ord(c) for c in _PLANE_15_CHARS.findall(title)}
     )
-    parts: list[str] = []
-    positions: list[int] = []
-    shifts = [0]
-    payloads: dict[int, str] = {}
+    chars: list[str] = []
     chosen: dict[str, int] = {}  # payload -> its character (an image pasted twice: one)
-    last = length = 0
     for start, end in spans:
         payload = text[start:end]
         cp = chosen.get(payload) or placeholders.pick(payload)
-        if cp is None:  # plane 15 is full (> 65 000 distinct payloads): left as they are
+        if cp is None:  # plane 15 is full (> 65 000 distinct payloads): the rest stay
             break
         chosen[payload] = cp
-        payloads[cp] = payload
-        parts.append(text[last:start])
-        length += start - last
-        positions.append(length)
-        parts.append(chr(cp))
-        length += 1
-        shifts.append(shifts[-1] + end - start - 1)
+        chars.append(chr(cp))
+    spans = spans[: len(chars)]
+    masked, positions = _substitute(text, spans, chars)
+    shifts = list(accumulate((end - start - 1 for start, end in spans), initial=0))
+    payloads = {cp: payload for payload, cp in chosen.items()}
+    return MaskedNote(masked, positions, shifts, payloads)
+
+
+def _substitute(
+    text: str, spans: list[tuple[int, int]], replacements: list[str]
+) -> tuple[str, list[int]]:
+    """`text` with each span replaced by its replacement, and where each replacement
+    starts in the result."""
+    parts: list[str] = []
+    starts: list[int] = []
+    last = length = 0
+    for (start, end), replacement in zip(spans, replacements, strict=True):
+        kept = text[last:start]
+        parts += [kept, replacement]
+        starts.append(length + len(kept))
+        length += len(kept) + len(replacement)
         last = end
     parts.append(text[last:])
-    return MaskedNote("".join(parts), positions, shifts, payloads)
+    return "".join(parts), starts
 
 
 def _outside_undecided_front_matter(
@@ -143,14 +152,10 @@ def _outside_undecided_front_matter(
     block = leading_block_end(text)
     if not block or spans[0][0] >= block:
         return spans
-    head, masked, last = text[:block], [], 0
-    for start, end in spans:
-        if start >= block:
-            break
-        masked += [head[last:start], chr(_PLANE_15)]
-        last = end
-    masked.append(head[last:])
-    if _is_front_matter(head) == _is_front_matter("".join(masked)):
+    head = text[:block]
+    inside = [span for span in spans if span[0] < block]
+    masked = _substitute(head, inside, [chr(_PLANE_15)] * len(inside))[0]
+    if _is_front_matter(head) == _is_front_matter(masked):
         return spans
     return [span for span in spans if span[0] >= block]
 
@@ -198,16 +203,7 @@ def elide_data_uris(text: str, marker: str = _ELLIPSIS) -> str:
 
 def elide_marked(text: str, marker: str = _ELLIPSIS) -> tuple[str, list[int]]:
     """`elide_data_uris`, and where in its result each inserted marker starts."""
-    if _MARK.search(text) is None:
+    spans = payload_spans(text)
+    if not spans:
         return text, []
-    parts: list[str] = []
-    markers: list[int] = []
-    last = length = 0
-    for start, end in payload_spans(text):
-        kept = text[last:start]
-        parts += [kept, marker]
-        markers.append(length + len(kept))
-        length += len(kept) + len(marker)
-        last = end
-    parts.append(text[last:])
-    return "".join(parts), markers
+    return _substitute(text, spans, [marker] * len(spans))
