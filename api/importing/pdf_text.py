@@ -34,7 +34,19 @@ def _escape_structure(line: str) -> str:
     return _STRUCTURAL_LINE.sub(lambda m: m.group(1) + "\\" + m.group(2), line, count=1)
 
 
+def valid_unicode(text: str) -> str:
+    """`text` with each lone surrogate as U+FFFD (a surrogate pair becomes its character).
+    pypdf gives one for a glyph whose ToUnicode map names a surrogate code, and a note
+    cannot hold it: one such glyph failed the whole file (found by review)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
+
+
 def _page_text(raw: str) -> str:
+    raw = valid_unicode(raw)
     lines = [_escape_structure(line.rstrip()) for line in raw.replace("\r\n", "\n").split("\n")]
     # Blank lines inside a page become paragraph breaks; collapse runs of them.
     text = "\n".join(lines)
@@ -71,5 +83,5 @@ def pdf_to_markdown(data: bytes) -> tuple[str, str | None]:
             "corrupt_file", f"could not read the PDF: {type(exc).__name__}"
         ) from exc
     log.debug("importing.pdf_extracted", pages=len(pages), chars=sum(map(len, pages)))
-    title = " ".join(str(meta_title).split()) if meta_title else None
+    title = " ".join(valid_unicode(str(meta_title)).split()) if meta_title else None
     return "\n\n".join(page for page in pages if page), title or None

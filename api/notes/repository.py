@@ -136,7 +136,9 @@ class NotesRepository:
                     "index_attempts": if_requeue(0, "index_attempts"),
                     "index_error": if_requeue(None, "index_error"),
                     "reserved_until": if_requeue(None, "reserved_until"),
-                    "updated_at": now,
+                    # A PATCH that changes nothing is no update (it moved `updated_at`,
+                    # and with it the recency order and the `updated_after` filter).
+                    "updated_at": if_requeue(now, "updated_at"),
                     **{field: _lit(value) for field, value in changes.items()},
                 }
             },
@@ -158,7 +160,10 @@ class NotesRepository:
         expected_version: int | None = None,
     ) -> dict[str, Any] | None:
         """Trash or restore (only at `expected_version` when given); either way the index
-        must follow, so the note is re-queued."""
+        must follow, so the note is re-queued. `version` (the ETag) moves, `content_version`
+        does not: a client that read the note trashed must not purge it with that read's
+        If-Match after someone restored it (found by review), while chunk offsets still
+        index the unchanged text."""
         return await self.collection.find_one_and_update(
             {
                 "_id": note_id,
@@ -166,7 +171,17 @@ class NotesRepository:
                 "status": from_status,
                 **_version_is(expected_version),
             },
-            {"$set": {"status": to_status, "updated_at": now, **pending_fields(now, index_status)}},
+            [
+                {
+                    "$set": {
+                        "content_version": {"$ifNull": ["$content_version", WHOLE_VERSION]},
+                        "version": NEXT_VERSION,
+                        "status": to_status,
+                        "updated_at": now,
+                        **pending_fields(now, index_status),
+                    }
+                }
+            ],
             return_document=ReturnDocument.AFTER,
         )
 

@@ -33,11 +33,13 @@ from api.schemas import AUTHED, TEXT_PATTERN, errors
 router = APIRouter(prefix="/v1/notes", tags=["notes"])
 
 OBJECT_ID_PATTERN = r"^[0-9a-fA-F]{24}$"
+_DIGITS = f"[0-9]{{1,{len(str(MAX_VERSION))}}}"
+# A quote on one side only (`"1`) is no entity tag (it read as version 1; found by review).
 IfMatch = Annotated[
     str,
     Header(
         description='Expected version, e.g. 3 (or "3"); * = any current version',
-        pattern=rf'^(\*|(W/)?"?[0-9]{{1,{len(str(MAX_VERSION))}}}"?)$',
+        pattern=rf'^(\*|(W/)?("{_DIGITS}"|{_DIGITS}))$',
     ),
 ]
 NoteId = Annotated[str, Path(pattern=OBJECT_ID_PATTERN, description="Note id (24 hex digits)")]

@@ -294,10 +294,13 @@ class NotesService:
                 event = "note.trashed" if to_status == "trashed" else "note.restored"
                 log.info(event, note_id=note_id)
                 return await self._changed(doc)
-            # 404 if absent, 412 at another version; already in `to_status` is fine.
-            current = await self._unchanged(oid, user, expected)
-            if current.get("status") == to_status:
+            # 404 if absent; already in `to_status` is fine whatever the version (a
+            # retried trash changes nothing, while the first one moved the version);
+            # else 412 at another version.
+            current = await self._repo.get(oid, user.id)
+            if current is not None and current.get("status") == to_status:
                 return current
+            await self._unchanged(oid, user, expected)
             # Back in `from_status` already (a concurrent trash and restore): try again.
         raise Conflict("the note's status keeps changing; retry")
 

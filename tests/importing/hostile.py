@@ -78,3 +78,35 @@ def pdf(pages: int, content: bytes, *, compress: bool = True, title: str | None 
 
 def text_ops(n: int, word: bytes = b"Hello world") -> bytes:
     return b"BT /F1 12 Tf 72 700 Td " + (b"(" + word + b") Tj T* ") * n + b"ET"
+
+
+def pdf_with_to_unicode(text: bytes, mapping: dict[int, bytes]) -> bytes:
+    """A one-page PDF showing `text` in a font whose ToUnicode CMap maps each byte in
+    `mapping` to the given UTF-16BE hex (e.g. {0x41: b"D800"}: a lone surrogate)."""
+    chars = b"\n".join(b"<%02X> <%s>" % (code, hex_) for code, hex_ in mapping.items())
+    cmap = (
+        b"/CIDInit /ProcSet findresource begin 12 dict begin begincmap\n"
+        b"/CMapName /Adobe-Identity-UCS def /CMapType 2 def\n"
+        b"1 begincodespacerange <00> <FF> endcodespacerange\n"
+        b"%d beginbfchar\n" % len(mapping) + chars + b"\nendbfchar\n"
+        b"endcmap CMapName currentdict /CMap defineresource pop end end"
+    )
+    content = b"BT /F1 12 Tf 72 720 Td (" + text + b") Tj ET"
+    objs = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /ToUnicode 6 0 R >>",
+        b"<< /Length %d >>\nstream\n" % len(cmap) + cmap + b"\nendstream",
+    ]
+    out, offsets = b"%PDF-1.4\n", []
+    for number, body in enumerate(objs, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref)
+    return out

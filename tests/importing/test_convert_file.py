@@ -14,6 +14,7 @@ from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
 from api.importing import SUPPORTED_EXTENSIONS, ImportFileError, convert_file
 from api.services.chunking import MarkdownChunker
+from tests.importing.hostile import pdf_with_to_unicode
 
 
 def make_pdf(pages: list[list[str]], *, title: str | None = None, password: str = "") -> bytes:
@@ -283,6 +284,15 @@ def test_pdf_with_no_text_is_empty() -> None:
     err = error_of("scan.pdf", make_pdf([[], []]))
     assert err.code == "empty"
     assert "scanned" in err.detail
+
+
+def test_pdf_glyph_mapped_to_a_lone_surrogate_becomes_a_replacement_character() -> None:
+    """One glyph whose ToUnicode entry is a surrogate code failed the whole file with
+    "content_md is not valid Unicode" (found by review); a pair still reads as its char."""
+    data = pdf_with_to_unicode(b"ABC", {0x41: b"D800", 0x42: b"0042", 0x43: b"D83DDE00"})
+    note = convert_file("glyphs.pdf", data)
+    assert note.content_md == "\ufffdB😀"
+    note.content_md.encode("utf-8")  # storable
 
 
 def test_password_protected_pdf_is_reported() -> None:

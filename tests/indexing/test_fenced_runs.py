@@ -327,7 +327,10 @@ async def test_a_fenced_removal_leaves_a_restored_note_its_chunks(
             a.db, chunker=a.chunker, embedder=a.embedder, model_key=a.model_key, config=a.config
         )
         assert (await b.run_once(oid)).status == "indexed"
-        assert [d["_id"] async for d in db.note_chunks.find({"note_id": oid})] == ids  # kept
+        # A restore moves the version, so B writes the chunks anew at it (from the old
+        # ones' vectors); A's late delete of the ids it read must not take these either.
+        kept = await db.note_chunks.find({"note_id": oid}).to_list()
+        assert len(kept) == 3 and {c["_id"] for c in kept}.isdisjoint(ids)
         gate_a.release.set()
         await asyncio.wait_for(gate_commit.entered.wait(), 30)  # A deleted them
         if then == "cancelled_at_shutdown":

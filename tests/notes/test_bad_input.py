@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from starlette.requests import Request
 
+from api.errors import BadRequest
+from api.notes.multipart import read_multipart
 from tests.conftest import Api, running_app
 
 NOTE = {"title": "Keep me", "content_md": "## A\n\nbody", "tags": ["t"]}
@@ -195,3 +198,29 @@ async def test_oversized_body_rejected_before_reading(make_settings: Any) -> Non
         )
         assert resp.status_code == 413
         assert await api.container.db.notes.count_documents({}) == 0
+
+
+async def test_a_client_gone_mid_upload_is_a_400_not_an_unhandled_500() -> None:
+    """Starlette's request stream raises ClientDisconnect when the client leaves mid-body;
+    the import answered it as an unhandled error (500, traceback in the log; found by
+    review). The ASGI messages are the boundary: the parser and request are the real ones."""
+    part = (
+        b'--b\r\nContent-Disposition: form-data; name="files"; filename="a.md"\r\n'
+        b"Content-Type: text/markdown\r\n\r\nhello, half a file"
+    )
+    messages = [
+        {"type": "http.request", "body": part, "more_body": True},
+        {"type": "http.disconnect"},
+    ]
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop(0)
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/notes/import",
+        "headers": [(b"content-type", b"multipart/form-data; boundary=b")],
+    }
+    with pytest.raises(BadRequest, match="client disconnected"):
+        await read_multipart(Request(scope, receive), max_files=5, max_fields=5)

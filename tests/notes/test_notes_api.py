@@ -99,6 +99,10 @@ async def test_patch_bumps_version_only_on_a_real_change(api: Api) -> None:
         url, json={"tags": ["x "], "content_md": NOTE["content_md"]}, headers=h
     )
     assert r.json()["version"] == 2, "unchanged content and tags must not bump the version"
+    before = r.json()["updated_at"]
+    await asyncio.sleep(0.01)  # a new write would carry a later millisecond
+    same = await api.client.patch(url, json={"title": NOTE["title"]}, headers=h)
+    assert (same.json()["version"], same.json()["updated_at"]) == (2, before)  # no update
     r = await api.client.patch(url, json={"content_md": "changed"}, headers=h)
     assert r.json()["version"] == 3 and r.json()["index_status"] == "pending"
     r = await api.client.patch(url, json={"title": "New title"}, headers=h)
@@ -141,6 +145,9 @@ async def test_if_match(api: Api) -> None:
     assert stale.json()["error"] == "precondition_failed"
     bad = await api.client.patch(url, json={"content_md": "x"}, headers={**h, "If-Match": "abc"})
     assert bad.status_code == 422  # If-Match must be a version number (schema pattern)
+    for half in ('"2', '2"', 'W/"2', '""2""'):  # `"1` was read as 1 and the edit went in
+        r = await api.client.patch(url, json={"content_md": "x"}, headers={**h, "If-Match": half})
+        assert r.status_code == 422, half
     current = (await api.client.get(url, headers=h)).json()
     assert current["content_md"] == "v2" and current["version"] == 2
     # RFC 9110: "*" matches any current version (it was a 422).
@@ -177,13 +184,27 @@ async def test_if_match_guards_trash_restore_and_permanent_delete(api: Api) -> N
     )
 
     current = {**h, "If-Match": "2"}
-    assert (await api.client.delete(url, headers=current)).json()["status"] == "trashed"
+    trashed = await api.client.delete(url, headers=current)
+    assert (trashed.json()["status"], trashed.json()["version"]) == ("trashed", 3)
+    assert trashed.headers["etag"] == '"3"'
     assert (await api.client.delete(url, headers=current)).status_code == 200  # idempotent
     assert (await api.client.post(f"{url}/restore", headers=stale)).status_code == 412
     assert (await api.client.get(url, headers=h)).json()["status"] == "trashed"
+    # Client A read the note trashed (ETag 3); B restores it; A's emptying of the trash
+    # with that read's If-Match must not purge the restored note (it did: trash and
+    # restore left the version alone; found by review).
     restored = await api.client.post(f"{url}/restore", headers={**h, "If-Match": "*"})
     assert restored.status_code == 200 and restored.json()["status"] == "active"
-    gone = await api.client.delete(url, params={"permanent": "true"}, headers=current)
+    assert restored.json()["version"] == 4
+    seen_trashed = {**h, "If-Match": '"3"'}
+    late = await api.client.delete(url, params={"permanent": "true"}, headers=seen_trashed)
+    assert late.status_code == 412 and "current version 4" in late.json()["detail"]
+    edit = await api.client.patch(url, json={"title": "t"}, headers=seen_trashed)
+    assert edit.status_code == 412
+    kept = (await api.client.get(url, headers=h)).json()
+    assert (kept["status"], kept["content_md"]) == ("active", "someone else's edit")
+    now_4 = {**h, "If-Match": "4"}
+    gone = await api.client.delete(url, params={"permanent": "true"}, headers=now_4)
     assert gone.status_code == 204
     again = await api.client.delete(url, params={"permanent": "true"}, headers=current)
     assert again.status_code == 404
@@ -222,7 +243,7 @@ async def test_trash_restore_and_purge(api: Api) -> None:
     assert (await api.client.get(url, headers=h)).json()["status"] == "trashed"
     r = await api.client.post(f"{url}/restore", headers=h)
     assert r.status_code == 200 and r.json()["status"] == "active"
-    assert r.json()["version"] == 1
+    assert r.json()["version"] == 3  # each status change moves the ETag
     r = await api.client.delete(url, params={"permanent": "true"}, headers=h)
     assert r.status_code == 204
     assert (await api.client.get(url, headers=h)).status_code == 404
