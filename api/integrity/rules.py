@@ -20,6 +20,7 @@ from typing import Any, Literal
 from bson import ObjectId
 from bson.binary import Binary
 
+from api.migration.selection import unaddressable_detail
 from api.notes.stored import note_content, note_status
 from api.notes.versioning import whole_version
 
@@ -34,9 +35,10 @@ Kind = Literal[
     "bad_offsets",  # offsets outside the note
     "content_mismatch",  # content_md != note.content_md[start:end]
     "author_mismatch",  # chunk.author_id != note.author_id (isolation)
+    "unaddressable",  # legacy `_id` that is not an ObjectId: never indexed, never served
 ]
 # Kinds that are reported but are not integrity violations (exit code stays 0).
-INFO_KINDS: frozenset[str] = frozenset({"failed"})
+INFO_KINDS: frozenset[str] = frozenset({"failed", "unaddressable"})
 ALL_KINDS: tuple[str, ...] = Kind.__args__  # type: ignore[attr-defined]
 QUEUED = ("pending", "indexing")
 _FLOAT32_HEADER = b"\x27\x00"
@@ -303,6 +305,19 @@ def check_note(
     """Every rule for one existing note and all of its chunks (any version)."""
     chunks = list(chunks)
     acc = _Acc(note["_id"])
+    if not isinstance(note["_id"], ObjectId):
+        # Re-queueing it (as `not_queued`) had a worker index it, and search then failed
+        # on its id (found by review). Reported only; its chunks are orphans.
+        acc.add("unaddressable", unaddressable_detail(note["_id"]), requeue=False)
+        for c in chunks:
+            acc.add(
+                "orphan_chunks",
+                "the note's _id is not an ObjectId",
+                c["_id"],
+                delete=True,
+                requeue=False,
+            )
+        return acc.findings()
     busy = note.get("index_status") in QUEUED
     if note_status(note) != "active":
         if chunks and not busy:

@@ -27,11 +27,21 @@ def _unreserved(now: datetime) -> dict[str, Any]:
     return {"$or": [{"reserved_until": None}, {"reserved_until": {"$lte": now}}]}
 
 
+# Only notes the API can address are indexed: a legacy `_id` that is not an ObjectId made
+# search fail once `check --repair` had queued such a note (found by review); the migration
+# lists those notes as failed instead.
+_ADDRESSABLE: dict[str, Any] = {"_id": {"$type": "objectId"}}
+
+
 def _due(now: datetime, *, reserved_ok: bool = False) -> dict[str, Any]:
     """Queued, due, nobody holds a live lease on it and (unless `reserved_ok`) no migration
     has reserved it."""
     free = {"$or": [{"lease_expires_at": None}, {"lease_expires_at": {"$lt": now}}]}
-    query: dict[str, Any] = {"index_status": "pending", "next_attempt_at": {"$lte": now}}
+    query: dict[str, Any] = {
+        "index_status": "pending",
+        "next_attempt_at": {"$lte": now},
+        **_ADDRESSABLE,
+    }
     query["$and"] = [free] if reserved_ok else [free, _unreserved(now)]
     return query
 
@@ -39,7 +49,11 @@ def _due(now: datetime, *, reserved_ok: bool = False) -> dict[str, Any]:
 def _dead(now: datetime, *, reserved_ok: bool = False) -> dict[str, Any]:
     """A worker died mid-run: its lease ran out while the note said "indexing". A dead
     migration's note waits for its reservation to run out too (a rerun claims it by id)."""
-    query: dict[str, Any] = {"index_status": "indexing", "lease_expires_at": {"$lt": now}}
+    query: dict[str, Any] = {
+        "index_status": "indexing",
+        "lease_expires_at": {"$lt": now},
+        **_ADDRESSABLE,
+    }
     if not reserved_ok:
         query["$and"] = [_unreserved(now)]
     return query

@@ -260,6 +260,10 @@ class RetrievalService:
         # notes ranked below them could not be returned anyway (a 100k-chunk index yields
         # ~100 candidate notes; one `$in` over all of them cost more than the search).
         ranked = rank_note_ids(hits, author_id=str(author_id), score=self.ranking.note_scorer)
+        # A legacy note whose `_id` is not an ObjectId is never returned (the API cannot
+        # address it); its chunks, indexed before the queue refused such notes, made every
+        # search that ranked them a 500 (InvalidId; found by review).
+        ranked = [n for n in ranked if ObjectId.is_valid(n)]
         docs: list[dict[str, Any]] = []
         window = limit + max(limit, RECHECK_SLACK)
         for start in range(0, len(ranked), window):

@@ -4,6 +4,8 @@ and the next check is clean. The notes' content is never touched."""
 
 from __future__ import annotations
 
+import asyncio
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -238,3 +240,47 @@ async def test_many_kinds_at_once(world: World) -> None:
     assert report.suspects == 4 and len(report.violations) == 4
     await repair_and_converge(world, report)
     assert (await world.db.notes.find_one({"_id": d}))["index_status"] == "indexed"
+
+
+async def test_a_note_whose_id_is_not_an_object_id_is_reported_never_indexed(
+    world: World,
+) -> None:
+    """A legacy `_id` the API cannot address: `--repair` re-queued it as `not_queued`, a
+    worker indexed it, and every search that ranked its chunks failed with a 500
+    (InvalidId; found by review). Now search skips such chunks, the check reports the
+    note (info) and deletes its chunks, and the queue never hands it to a worker."""
+    source = await world.db.notes.find_one({"_id": world.note_ids[0]})
+    chunks = await world.chunks(world.note_ids[0])
+    legacy = {**source, "_id": "legacy-string-id", "indexed_at": datetime.now(UTC)}
+    await world.db.notes.insert_one(legacy)
+    await world.db.note_chunks.insert_many(
+        [{**c, "_id": ObjectId(), "note_id": "legacy-string-id"} for c in chunks]
+    )
+    await asyncio.sleep(1)  # the local index's poll loads the planted version
+    words = " ".join(chunks[0]["content_md"].split()[:6])
+    r = await world.api.client.post(
+        "/v1/search", json={"query": words, "mode": "keyword"}, headers=world.headers
+    )
+    assert r.status_code == 200, r.text
+    assert {n["note_id"] for n in r.json()["results"]} <= {str(n) for n in world.note_ids}
+
+    report = await world.check()
+    found = by_kind(report)
+    assert set(found) == {"unaddressable", "orphan_chunks"}, found
+    assert "legacy-string-id" in found["unaddressable"].examples[0]
+    assert found["orphan_chunks"].chunks == len(chunks) and not report.ok
+    result = await world.checker().repair(report)
+    assert (result.chunks_deleted, result.notes_requeued) == (len(chunks), 0)
+    assert await world.db.note_chunks.count_documents({"note_id": "legacy-string-id"}) == 0
+
+    # Queued anyway (as the old repair did): no worker claims it.
+    await world.db.notes.update_one(
+        {"_id": "legacy-string-id"},
+        {"$set": {"index_status": "pending", "next_attempt_at": datetime.now(UTC)}},
+    )
+    await asyncio.sleep(1.5)  # the workers poll every 0.5 s
+    note = await world.db.notes.find_one({"_id": "legacy-string-id"})
+    assert note["index_status"] == "pending"
+    assert await world.db.note_chunks.count_documents({"note_id": "legacy-string-id"}) == 0
+    after = await world.check()
+    assert after.ok and set(by_kind(after)) <= {"unaddressable"}
