@@ -18,6 +18,7 @@ DESCRIPTIONS: dict[str, str] = {
     "bad_offsets": "chunk offsets outside its note",
     "content_mismatch": "chunk text differs from its span of the note",
     "author_mismatch": "chunk author_id differs from its note's (isolation)",
+    "unaddressable": "legacy _id that is not an ObjectId: never indexed (listed; reinsert it)",
 }
 
 

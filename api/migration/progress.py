@@ -213,6 +213,8 @@ def render_summary(summary: MigrationSummary, console: Console) -> None:
     table.add_row("Notes failed", _n(s.failed))
     skipped = ", ".join(f"{k} {v:,}" for k, v in s.skip_reasons.items())
     table.add_row("Notes skipped", _n(s.skipped) + (f" ({skipped})" if skipped else ""))
+    if s.normalized:
+        table.add_row("Legacy fields stored as the API writes them", _n(s.normalized))
     if s.reindexed_after_edit:
         table.add_row("Re-indexed after an edit", _n(s.reindexed_after_edit))
     if s.failed_after_edit:

@@ -53,6 +53,9 @@ class MigrationStats:
     embedded: int = 0
     reused: int = 0
     tokens_embedded: int = 0
+    # Notes whose legacy shape (no status, times as strings) was stored as the API writes
+    # it, whether selected for indexing or not (one an API worker indexed first is not).
+    normalized: int = 0
     failures: list[tuple[str, str]] = field(default_factory=list)
     skip_reasons: dict[str, int] = field(default_factory=dict)
 
@@ -123,6 +126,7 @@ class MigrationSummary:
             "embedded": s.embedded,
             "reused": s.reused,
             "tokens_embedded": s.tokens_embedded,
+            "normalized": s.normalized,
             "duration_s": round(self.duration_s, 3),
             "interrupted": self.interrupted,
             "error": self.error,

@@ -132,6 +132,7 @@ class MigrationRunner:
 
     async def _run(self) -> MigrationStats:
         started_at = datetime.now(UTC)
+        self.stats.normalized = await self.notes.normalize_shapes(self.selection, started_at)
         total = await self.notes.count(self.selection)
         if self.selection.limit is not None:
             total = min(total, self.selection.limit)

@@ -195,14 +195,12 @@ def enqueue_update(now: datetime, reserve_until: datetime | None = None) -> list
             {"$eq": [{"$type": "$lease_expires_at"}, "date"]},
         ]
     }
-    created = {"$ifNull": [_as_date("$created_at"), _as_date("$_id"), {"$literal": now}]}
     return [
-        {"$set": {"created_at": created, "status": _fill("status", "active")}},
+        _shape_stage(now),
         {
             "$set": {
                 "version": WHOLE_VERSION,
-                # "$created_at" is the date the stage above stored.
-                "updated_at": {"$ifNull": [_as_date("$updated_at"), "$created_at"]},
+                "updated_at": _UPDATED_AT,
                 # A millisecond before its re-queue (`next_attempt_at`, now): a user's write
                 # stamps both alike, and this must never read as one (`_users_write`; found
                 # by review: released legacy notes did).
@@ -225,6 +223,38 @@ def enqueue_update(now: datetime, reserve_until: datetime | None = None) -> list
             }
         },
     ]
+
+
+def _shape_stage(now: datetime) -> dict[str, Any]:
+    """Stored `created_at` as a date (else the `_id`'s second, else now) and a missing
+    `status` as active."""
+    created = {"$ifNull": [_as_date("$created_at"), _as_date("$_id"), {"$literal": now}]}
+    return {"$set": {"created_at": created, "status": _fill("status", "active")}}
+
+
+# After `_shape_stage`: "$created_at" is the date it stored.
+_UPDATED_AT = {"$ifNull": [_as_date("$updated_at"), "$created_at"]}
+
+
+def shape_filter(selection: Selection) -> dict[str, Any]:
+    """Notes of the operator's filters (any status, indexed or not) still stored in a legacy
+    shape: no `status`, or `created_at`/`updated_at` not a date. Enqueueing fixes the notes
+    it selects, but a legacy note an API worker indexed first (after an edit, or a
+    `check --repair`) was never selected, so it kept a string `created_at` that listings
+    page apart from every date (found by review)."""
+    legacy = {
+        "$or": [
+            {"status": None},
+            {"created_at": {"$not": {"$type": "date"}}},
+            {"updated_at": {"$not": {"$type": "date"}}},
+        ]
+    }
+    return {"$and": [selection.base_filter(active_only=False), legacy]}
+
+
+def shape_update(now: datetime) -> list[dict[str, Any]]:
+    """Only the shape fields of `enqueue_update`: the index state is left as it is."""
+    return [_shape_stage(now), {"$set": {"updated_at": _UPDATED_AT}}]
 
 
 def _users_write(now: datetime) -> dict[str, Any]:

@@ -17,6 +17,8 @@ from api.migration.selection import (
     catch_up_filter,
     enqueue_filter,
     enqueue_update,
+    shape_filter,
+    shape_update,
 )
 
 
@@ -76,6 +78,12 @@ class MigrationNotes:
                 if chars >= max_chars:
                     break
         return docs
+
+    async def normalize_shapes(self, selection: Selection, now: datetime) -> int:
+        """Store legacy shapes (`shape_filter`) as the API writes them; returns how many
+        notes changed. Title, content, tags and index state are never written."""
+        result = await self.collection.update_many(shape_filter(selection), shape_update(now))
+        return result.modified_count
 
     async def enqueue(
         self,

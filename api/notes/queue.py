@@ -21,6 +21,8 @@ from pymongo import ReturnDocument
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 
+from api.notes.stored import STATUS_QUERY
+
 
 def _unreserved(now: datetime) -> dict[str, Any]:
     """No live migration reservation (missing, null, or run out)."""
@@ -351,7 +353,7 @@ class IndexQueue:
         """Indexed notes made with another chunker or embedding model → pending."""
         result = await self.collection.update_many(
             {
-                "status": "active",
+                "status": STATUS_QUERY["active"],
                 "index_status": {"$in": ["indexed", "disabled"]},
                 "$or": [
                     {"chunking_version": {"$ne": chunking_version}},

@@ -12,9 +12,11 @@ from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 
 from api.db.ids import new_object_id
+from api.notes.stored import STATUS_QUERY
 from api.notes.versioning import NEXT_VERSION, WHOLE_VERSION
 
 _LIST_PROJECTION = {"content_md": 0}
+ACTIVE = STATUS_QUERY["active"]
 
 
 def _lit(value: Any) -> dict[str, Any]:
@@ -64,7 +66,7 @@ class NotesRepository:
         limit: int,
     ) -> list[dict[str, Any]]:
         """Newest first by (created_at, _id); `after` is the last item of the previous page."""
-        query: dict[str, Any] = {"author_id": author_id, "status": status}
+        query: dict[str, Any] = {"author_id": author_id, "status": STATUS_QUERY[status]}
         if tag is not None:
             query["tags"] = tag
         if after is not None:
@@ -168,7 +170,7 @@ class NotesRepository:
             {
                 "_id": note_id,
                 "author_id": author_id,
-                "status": from_status,
+                "status": STATUS_QUERY[from_status],
                 **_version_is(expected_version),
             },
             [
@@ -237,7 +239,7 @@ class NotesSearchQueries:
         if not note_ids:
             return []
         cursor = self.collection.find(
-            {"_id": {"$in": note_ids}, "author_id": author_id, "status": "active"}, SEARCH_META
+            {"_id": {"$in": note_ids}, "author_id": author_id, "status": ACTIVE}, SEARCH_META
         )
         return await cursor.to_list()
 
@@ -260,7 +262,7 @@ class NotesSearchQueries:
         is_text = {"$eq": [{"$type": "$content_md"}, "string"]}
         cut = {"$switch": {"branches": branches, "default": []}}
         pipeline = [
-            {"$match": {"_id": {"$in": list(windows)}, "author_id": author_id, "status": "active"}},
+            {"$match": {"_id": {"$in": list(windows)}, "author_id": author_id, "status": ACTIVE}},
             {
                 "$project": {
                     "version": 1,
@@ -282,7 +284,7 @@ class NotesSearchQueries:
     async def iter_indexed(self, batch_size: int = 500) -> Any:
         """Every active note that has searchable chunks (for loading a search index)."""
         cursor = self.collection.find(
-            {"status": "active", "indexed_version": {"$ne": None}}, SEARCH_META
+            {"status": ACTIVE, "indexed_version": {"$ne": None}}, SEARCH_META
         ).batch_size(batch_size)
         async for doc in cursor:
             yield doc
@@ -293,7 +295,7 @@ class NotesSearchQueries:
         """The author's newest active notes with content (note-level fallback search)."""
         cursor = (
             self.collection.find(
-                {"author_id": author_id, "status": "active", **(query or {})},
+                {"author_id": author_id, "status": ACTIVE, **(query or {})},
                 {**SEARCH_META, "content_md": 1, "version": 1},
             )
             .sort("updated_at", -1)

@@ -22,7 +22,7 @@ from api.errors import (
 from api.indexing.chunks_repository import ChunksRepository
 from api.notes.models import NoteCreate, NotePatch
 from api.notes.repository import NotesRepository, pending_fields
-from api.notes.stored import EPOCH, note_created_at
+from api.notes.stored import EPOCH, note_created_at, note_status
 from api.notes.versioning import whole_version
 from api.schemas import normalize_tags
 from api.users.models import User
@@ -298,7 +298,7 @@ class NotesService:
             # retried trash changes nothing, while the first one moved the version);
             # else 412 at another version.
             current = await self._repo.get(oid, user.id)
-            if current is not None and current.get("status") == to_status:
+            if current is not None and note_status(current) == to_status:
                 return current
             await self._unchanged(oid, user, expected)
             # Back in `from_status` already (a concurrent trash and restore): try again.

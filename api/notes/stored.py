@@ -63,6 +63,16 @@ def note_tags(doc: dict[str, Any]) -> list[str]:
     return tags
 
 
+# `note_status` as a query: a note without `status` is active, one with a value this app
+# never wrote ("archived") is trashed. Matching "active" exactly left legacy notes an API
+# worker had indexed out of listings and search, and trashing one looped into a 409
+# (found by review).
+STATUS_QUERY: dict[str, dict[str, list[Any]]] = {
+    "active": {"$in": ["active", None]},
+    "trashed": {"$nin": ["active", None]},
+}
+
+
 def note_status(doc: dict[str, Any]) -> Literal["active", "trashed"]:
     """`active` when the status is "active" or missing (older documents had none); any other
     value (`trashed`, or one this app never wrote, such as "archived") is not active."""

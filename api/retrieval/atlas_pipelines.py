@@ -49,6 +49,8 @@ from typing import Any, TypeVar
 
 from bson import ObjectId
 
+from api.notes.stored import STATUS_QUERY
+
 MAX_NUM_CANDIDATES = 10_000
 CANDIDATE_MULTIPLIER = 20
 DEFAULT_GUARD_MARGIN = 10
@@ -332,7 +334,7 @@ def notes_filter_query(
     """A `notes.find` filter for the author's active notes passing the user filters; run it
     (projection `{"_id": 1}`) to turn `updated_after` into a `note_ids` pre-filter."""
     _require_object_id(author_id)
-    query: dict[str, Any] = {"author_id": author_id, "status": {"$ne": "trashed"}}
+    query: dict[str, Any] = {"author_id": author_id, "status": STATUS_QUERY["active"]}
     if updated_after is not None:
         query["updated_at"] = {"$gt": updated_after}
     if tags is not None:

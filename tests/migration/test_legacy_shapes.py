@@ -20,6 +20,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from api.config import Settings
 from api.migration.progress import NullProgress
 from tests.conftest import running_app
+from tests.helpers import wait_indexed
 from tests.migration.support import run_in_process
 
 BASE = datetime(2024, 1, 2, tzinfo=UTC)
@@ -261,3 +262,33 @@ async def test_a_time_past_what_a_date_holds_does_not_stop_the_migration(
     assert code == 0 and result["indexed"] == 1, result
     stored = await db.notes.find_one({"_id": oid})
     assert stored["created_at"] == oid.generation_time
+
+
+async def test_a_legacy_note_an_api_worker_indexed_first_is_still_normalized(
+    settings: Settings, db: AsyncDatabase
+) -> None:
+    """An edit had an API worker index the legacy note before the migration reached it, so
+    the migration never selected it and it kept its string `created_at` and missing
+    `status` for good (found by review). The run now stores those shapes for every note of
+    its filters, indexed or not, and changes nothing else."""
+    async with running_app(settings) as api:
+        key = await api.new_user()
+        author = ObjectId((await api.client.get("/v1/me", headers=key)).json()["user_id"])
+        fields = {"status": DROP, "created_at": "2020-02-02T00:00:00Z", "updated_at": "junk"}
+        oid = (await db.notes.insert_one(_legacy(author, fields))).inserted_id
+        edit = {"content_md": "## Kept\n\nedited through the API"}
+        assert (await api.client.patch(f"/v1/notes/{oid}", json=edit, headers=key)).is_success
+        await wait_indexed(api, key, str(oid))
+        before = await db.notes.find_one({"_id": oid})
+        assert "status" not in before and before["created_at"] == "2020-02-02T00:00:00Z"
+        code, result = await run_in_process(settings, concurrency=1)
+        assert (code, result["selected"], result["normalized"]) == (0, 0, 1)
+        after = await db.notes.find_one({"_id": oid})
+        assert after["status"] == "active"
+        assert after["created_at"] == datetime(2020, 2, 2, tzinfo=UTC)  # a BSON date
+        assert isinstance(after["updated_at"], datetime)  # the edit's time, kept
+        assert after["updated_at"] == before["updated_at"]
+        unchanged = ("title", "content_md", "tags", "version", "indexed_version", "chunk_count")
+        assert {k: after[k] for k in unchanged} == {k: before[k] for k in unchanged}
+        code, again = await run_in_process(settings, concurrency=1)
+        assert (code, again["normalized"]) == (0, 0)

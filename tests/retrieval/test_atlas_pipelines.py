@@ -180,7 +180,7 @@ def test_notes_filter_query() -> None:
     after = datetime(2024, 5, 1, tzinfo=UTC)
     assert notes_filter_query(AUTHOR, updated_after=after, tags=["a"]) == {
         "author_id": AUTHOR,
-        "status": {"$ne": "trashed"},
+        "status": {"$in": ["active", None]},
         "updated_at": {"$gt": after},
         "tags": {"$in": ["a"]},
     }
