@@ -56,6 +56,11 @@ def _embedding_failure(embedding: asyncio.Future[np.ndarray] | None) -> Embeddin
     return exc if isinstance(exc, EmbeddingError) else None
 
 
+# Deeper rounds when a crowded candidate list returned too few notes (`search`).
+DEEPEN_FACTOR = 4
+MAX_CANDIDATES = 4000
+
+
 @dataclass(frozen=True, slots=True)
 class RankingConfig:
     """Ranking knobs (defaults chosen on the dev split; see BENCHMARKS.md `retrieval`).
@@ -179,30 +184,46 @@ class RetrievalService:
             # reaches the backend as "no vector", so the keyword list it ranked meanwhile is
             # kept, not ranked a second time.
             vector = asyncio.ensure_future(_vector_or_none(embedding))
-        try:
-            lists = await self.backend.retrieve(
-                author_id, query=query, vector=vector, mode=mode, k=k, filters=filters
+        results: list[NoteResult] = []
+        while True:
+            try:
+                lists = await self.backend.retrieve(
+                    author_id, query=query, vector=vector, mode=mode, k=k, filters=filters
+                )
+            except EmbeddingError as exc:  # mode "vector": nothing to fall back to
+                raise EmbeddingUnavailable(
+                    f"the embedding provider is unavailable ({exc}); retry, or search with "
+                    "mode=keyword"
+                ) from exc
+            finally:
+                for pending in (vector, embedding):
+                    if isinstance(pending, asyncio.Future) and not pending.done():
+                        pending.cancel()
+            failure = _embedding_failure(embedding)
+            if mode == "hybrid" and failure is not None:
+                log.warning("search.degraded_to_keyword", error=str(failure)[:300])
+                mode, warning = "keyword", "embedding provider unavailable: keyword results only"
+                lists.pop("vector", None)
+            weights = {"vector": cfg.vector_weight, "keyword": cfg.keyword_weight}
+            hits = newest_version_per_note(
+                fuse_chunk_lists(
+                    lists, k=cfg.rrf_k, weights={n: weights[n] for n in lists if n in weights}
+                )
             )
-        except EmbeddingError as exc:  # mode "vector": nothing to fall back to
-            raise EmbeddingUnavailable(
-                f"the embedding provider is unavailable ({exc}); retry, or search with mode=keyword"
-            ) from exc
-        finally:
-            for pending in (vector, embedding):
-                if isinstance(pending, asyncio.Future) and not pending.done():
-                    pending.cancel()
-        failure = _embedding_failure(embedding)
-        if mode == "hybrid" and failure is not None:
-            log.warning("search.degraded_to_keyword", error=str(failure)[:300])
-            mode, warning = "keyword", "embedding provider unavailable: keyword results only"
-            lists.pop("vector", None)
-        weights = {"vector": cfg.vector_weight, "keyword": cfg.keyword_weight}
-        hits = newest_version_per_note(
-            fuse_chunk_lists(
-                lists, k=cfg.rrf_k, weights={n: weights[n] for n in lists if n in weights}
-            )
-        )
-        results = await self._group(author_id, hits, limit, chunks_per_note, filters)
+            found = await self._group(author_id, hits, limit, chunks_per_note, filters)
+            # A note with many matching chunks can fill a retriever's whole top k, so
+            # fewer than `limit` notes came back though more match (a 492-chunk spec left
+            # room for 2 notes of 10; found by review): fetch deeper while a list came back
+            # full. A round that finds no more notes is dropped: deeper lists only add
+            # weaker chunks of the same notes.
+            if results and len(found) <= len(results):
+                break
+            results = found
+            saturated = any(len(hits_) >= k for hits_ in lists.values())
+            if len(results) >= limit or not saturated or k >= MAX_CANDIDATES:
+                break
+            k = min(k * DEEPEN_FACTOR, MAX_CANDIDATES)
+            log.info("search.deepened", k=k, notes=len(results), limit=limit)
         took = (time.perf_counter() - started) * 1000
         obs.chunk_search_duration.record(took, {"mode": mode, "backend": self.backend.name})
         log.info(

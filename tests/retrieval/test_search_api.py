@@ -528,3 +528,32 @@ async def test_filters_never_pass_a_note_that_no_longer_matches(make_settings: A
         assert (await api.container.indexing.reconciler.run_once()) is not None  # re-index
         home = {"query": "quarterly roadmap", "filters": {"tags": ["home"]}}
         assert [n["note_id"] for n in (await search(api, h, **home))["results"]] == [note_id]
+
+
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+async def test_a_note_with_many_matching_chunks_does_not_crowd_out_the_others(
+    api: Api, mode: str
+) -> None:
+    """Each retriever fetched a fixed number of chunks (60 here), so a note whose chunks
+    all match filled it and `limit: 10` returned 2 notes though 5 contain the word (found
+    by review with the CommonMark spec). Search now fetches deeper while a list comes back
+    full and short of notes."""
+    h = await api.new_user()
+    sections = "\n\n".join(
+        f"## Rule {i}\n\nExample {i}: an example of an example, example after example."
+        for i in range(90)
+    )
+    big = await note(api, h, "Spec", sections)
+    assert big["chunk_count"] > 60
+    filler = " ".join(f"word{i} lorem ipsum dolor" for i in range(90))
+    small = [
+        await note(api, h, f"Small {i}", f"{filler} one example here. {filler}") for i in range(4)
+    ]
+    r = await api.client.post(
+        "/v1/search",
+        json={"query": "example", "mode": mode, "limit": 10, "chunks_per_note": 1},
+        headers=h,
+    )
+    assert r.status_code == 200, r.text
+    ids = {n["note_id"] for n in r.json()["results"]}
+    assert ids == {big["id"], *(n["id"] for n in small)}, r.json()["results"]
