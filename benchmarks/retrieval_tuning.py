@@ -169,7 +169,14 @@ def moved_knobs(start: RankingConfig, end: RankingConfig) -> list[str]:
     """`name a → b` for every ranking knob that differs."""
     return [
         f"{name} {getattr(start, name)} → {getattr(end, name)}"
-        for name in ("rrf_k", "vector_weight", "keyword_weight", "candidates", "note_scorer")
+        for name in (
+            "rrf_k",
+            "vector_weight",
+            "keyword_weight",
+            "candidates",
+            "note_scorer",
+            "section_scorer",
+        )
         if getattr(start, name) != getattr(end, name)
     ]
 
@@ -179,5 +186,5 @@ def ranking_code(r: RankingConfig) -> str:
     return (
         f"RankingConfig(rrf_k={r.rrf_k:g}, vector_weight={r.vector_weight:g}, "
         f"keyword_weight={r.keyword_weight:g}, candidates={r.candidates}, "
-        f'note_scorer="{r.note_scorer}")'
+        f'note_scorer="{r.note_scorer}", section_scorer="{r.section_scorer}")'
     )

@@ -26,6 +26,7 @@ BENCHMARKS = [
     "indexing",
     "notes_api",
     "retrieval",
+    "retrieval_section_scorer",
     "search_note_text",
     "migration_live",
     "load",

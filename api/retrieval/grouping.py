@@ -159,6 +159,7 @@ def group_by_note(
     score: str | NoteScorer = DEFAULT_NOTE_SCORER,
     note_contents: Mapping[str, str | TextWindows] | None = None,
     max_section_chars: int | None = DEFAULT_MAX_SECTION_CHARS,
+    section_score: str | NoteScorer | None = None,
 ) -> list[NoteResult]:
     """Group `hits` by parent note and rank the notes; see the module docstring.
 
@@ -175,6 +176,7 @@ def group_by_note(
     if chunks_per_note < 1:
         raise ValueError("chunks_per_note must be >= 1")
     scorer = resolve_note_scorer(score)
+    section_scorer = scorer if section_score is None else resolve_note_scorer(section_score)
 
     def allowed(hit: ChunkHit) -> bool:
         meta = notes.get(hit.note_id)
@@ -189,7 +191,10 @@ def group_by_note(
         meta = notes[note_id]
         content = note_contents.get(note_id) if note_contents is not None else None
         sections = merge_sections(
-            note_hits, scorer=scorer, note_content=content, max_section_chars=max_section_chars
+            note_hits,
+            scorer=section_scorer,
+            note_content=content,
+            max_section_chars=max_section_chars,
         )
         sections.sort(key=lambda s: (-s.score, s.start_offset, s.chunk_indexes[0]))
         results.append(

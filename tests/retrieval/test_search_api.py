@@ -557,3 +557,21 @@ async def test_a_note_with_many_matching_chunks_does_not_crowd_out_the_others(
     assert r.status_code == 200, r.text
     ids = {n["note_id"] for n in r.json()["results"]}
     assert ids == {big["id"], *(n["id"] for n in small)}, r.json()["results"]
+
+
+async def test_the_section_holding_the_exact_match_comes_first(api: Api) -> None:
+    """One table section of 20 chunks: the hits' run of eight weak chunks outscored the
+    single chunk holding the row asked for, as a section scored 0.7·max + 0.3·sum of its
+    chunks (found by review). A section now scores as its best chunk."""
+    h = await api.new_user()
+    rows = "\n".join(f"| row{i} | value {i} for the tamarin metric | {3 * i} |" for i in range(262))
+    table = await note(api, h, "Metrics", f"## Table\n\n| name | desc | n |\n|---|---|---|\n{rows}")
+    assert table["chunk_count"] > 10
+    for row in (261, 130):
+        r = await api.client.post(
+            "/v1/search",
+            json={"query": f"tamarin metric row{row}", "mode": "keyword", "chunks_per_note": 1},
+            headers=h,
+        )
+        (section,) = r.json()["results"][0]["matching_chunks"]
+        assert f"| row{row} |" in section["content"], (row, section["start_offset"])
