@@ -349,6 +349,28 @@ async def test_sync_mode_indexes_before_the_write_returns(make_settings: Any) ->
         assert r.json()["indexed_version"] == 2 and r.json()["chunk_count"] == 1
 
 
+async def test_sync_mode_returns_at_its_timeout_and_the_run_finishes_after(
+    make_settings: Any,
+) -> None:
+    """AUTONOTE_SYNC_INDEX_TIMEOUT_S was only checked between runs: a write whose note took
+    73 s to embed answered after 73 s against a 3 s timeout (found by review). The write
+    now answers at the timeout, pending; the run finishes and the note ends indexed."""
+    settings = make_settings(chunking_async=False, autonote_sync_index_timeout_s=0.5)
+    async with running_app(settings) as api:
+        h = await api.new_user()
+        gated = GatedEmbedder(api.container.embedder)
+        api.container.indexing.reconciler.embedder = gated
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        # Not held until the embedder is released (it waited forever).
+        note = await asyncio.wait_for(create(api, h, sectioned_note(3, seed=7)), 10)
+        assert loop.time() - started < 5
+        assert gated.entered.is_set() and note["index_status"] in ("pending", "indexing")
+        gated.release.set()
+        done = await wait_indexed(api, h, note["id"])
+        assert done["indexed_version"] == 1 and done["chunk_count"] > 0
+
+
 async def test_chunking_disabled_marks_notes_disabled(make_settings: Any) -> None:
     async with running_app(make_settings(chunking_enabled=False)) as api:
         h = await api.new_user()
