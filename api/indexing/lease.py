@@ -102,6 +102,15 @@ async def claim_or_hand_back(
     then raise the claim's error."""
     try:
         return await claim
+    except asyncio.CancelledError:
+        # Stopped mid-claim (Ctrl-C of a migration, shutdown): the claim may have been
+        # applied, and its note then waited out the dead run's lease, an edit to it too
+        # (half the interrupts of a live migration left one; found by review).
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(
+                asyncio.shield(queue.release_unconfirmed_claim(token, lease_expires_at)), 2
+            )
+        raise
     except PyMongoError as exc:
         if is_unavailable(exc):
             await while_unavailable(

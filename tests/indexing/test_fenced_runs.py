@@ -356,3 +356,37 @@ async def test_a_fenced_removal_leaves_a_restored_note_its_chunks(
         assert sorted(c["chunk_index"] for c in chunks) == [0, 1, 2]
         assert {c["note_version"] for c in chunks} == {note["indexed_version"]}
         assert recorder.texts == [] and note["last_index_stats"]["embedded"] == 0
+
+
+async def test_a_run_cancelled_mid_claim_hands_the_note_back(make_settings: Any) -> None:
+    """Ctrl-C of a migration landed between the claim's write and its reply: the note
+    stayed `indexing` under the dead run's lease, an edit to it waiting that lease out
+    (found by review, in half the interrupts of a live run). It is handed back now."""
+    async with running_app(make_settings(autonote_index_workers=0)) as api:
+        h = await api.new_user()
+        r = await api.client.post(
+            "/v1/notes", json={"title": "N", "content_md": sectioned_note(2, seed=3)}, headers=h
+        )
+        oid = ObjectId(r.json()["id"])
+        rec = api.container.indexing.reconciler
+        claim, applied = rec.queue.claim, asyncio.Event()
+
+        async def claim_then_hang(*args: Any, **kwargs: Any) -> Any:
+            await claim(*args, **kwargs)  # the write lands; its reply never arrives
+            applied.set()
+            await asyncio.Event().wait()
+
+        rec.queue.claim = claim_then_hang  # type: ignore[method-assign]
+        run = asyncio.create_task(rec.run_once(oid))
+        await asyncio.wait_for(applied.wait(), 30)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        rec.queue.claim = claim  # type: ignore[method-assign]
+        note = await api.container.db.notes.find_one({"_id": oid})
+        assert (note["index_status"], note["lease_token"], note["index_attempts"]) == (
+            "pending",
+            None,
+            0,
+        )
+        assert (await rec.run_once(oid)).status == "indexed"  # at once, not after a lease
