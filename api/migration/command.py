@@ -28,7 +28,16 @@ def parse_since(value: str) -> datetime:
         raise typer.BadParameter(
             f"{value!r} is not an ISO 8601 date, e.g. 2024-05-01 or 2024-05-01T12:00:00Z"
         ) from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    parsed = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    try:
+        # An offset can push a date past what a datetime (and a BSON date) holds:
+        # `0001-01-01T00:00+05:00` failed only at the database, with a traceback and exit 1
+        # (found by review).
+        return parsed.astimezone(UTC)
+    except OverflowError:
+        raise typer.BadParameter(
+            f"{value!r} is outside the dates that can be stored (years 1 to 9999 in UTC)"
+        ) from None
 
 
 def parse_authors(values: list[str] | None) -> tuple[ObjectId, ...]:
