@@ -54,8 +54,8 @@ def test_help_lists_the_command_and_its_options() -> None:
     [
         (("--user", "alice"), "not a user id"),
         (("--since", "last tuesday"), "not an ISO 8601 date"),
-        (("--since", "0001-01-01T00:00:00+05:00"), "outside the dates"),  # was a traceback
-        (("--since", "9999-12-31T23:59:59-05:00"), "outside the dates"),
+        (("--since", "0001-01-01T00:00:00+05:00"), "outside"),  # was a traceback
+        (("--since", "9999-12-31T23:59:59-05:00"), "outside"),
         (("--concurrency", "0"), "--concurrency"),
         (("--batch-size", "0"), "--batch-size"),
         (("--limit", "0"), "--limit"),
