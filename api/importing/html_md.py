@@ -100,6 +100,8 @@ _URL_UNSAFE = str.maketrans({" ": "%20", "(": "%28", ")": "%29", "<": "%3C", ">"
 _ALT_UNSAFE = str.maketrans("", "", "<>[]")
 _UNSAFE_SCHEMES = ("javascript:", "vbscript:", "data:")
 _SCHEME_NOISE = re.compile(r"[\x00-\x20]+")  # browsers ignore these inside a scheme
+# Backslash, brackets, backtick, and `&` where it would start an entity reference.
+_INLINE_MARKUP = re.compile(r"[\\\[\]`]|&(?=#?[0-9A-Za-z]+;)")
 _LINE_START_MARKUP = re.compile(r"(?m)^([ \t]*)(#{1,6}(?=\s|$)|>|[-+](?=\s|$))")
 _LINE_START_NUMBER = re.compile(r"(?m)^([ \t]*\d{1,9})([.)](?=\s|$))")  # "1." → "1\."
 _BLOCK_TAGS = ["p", "div", "ul", "ol", "pre", "blockquote", "table", "hr", *_HEADINGS]
@@ -118,6 +120,11 @@ class _NoteConverter(MarkdownConverter):
     """markdownify with GFM-safe table cells and text that cannot turn into markup."""
 
     def escape(self, text: str, parent_tags: set[str]) -> str:
+        # Page text that spells markdown stays text: `[x](javascript:…)` in a paragraph was
+        # stored as a live link, `&amp;lt;` as an entity that renders `<`, backticks as
+        # code (found by review). A backslash is escaped first, or `\[` in the text would
+        # cancel the escape added to its bracket.
+        text = _INLINE_MARKUP.sub(r"\\\g<0>", text)
         text = super().escape(text, parent_tags)
         return _escape_line_starts(text.replace("<", "\\<"))
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+from html import escape, unescape
+
+import pyromark
 import pytest
 
 from api.importing import ImportFileError, convert_file, html_to_markdown
@@ -97,6 +101,40 @@ def test_br_trailing_spaces_and_blank_line_runs() -> None:
 
 def test_literal_markdown_characters_are_escaped() -> None:
     assert html_to_markdown("<p>snake_case and 2*3*4</p>") == "snake\\_case and 2\\*3\\*4"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[md link](javascript:alert(10))",
+        "![img](javascript:alert(1)) and <https://evil.example>",
+        "\\[a\\](javascript:x) with a backslash before each bracket",
+        "[ref]\n\n[ref]: javascript:alert(2)",
+        "&lt;script&gt; spelled as entities, &copy; &#169; &#xA9;",
+        "`not code` and ``neither``",
+        "C:\\path\\to\\file and a \\` lone",
+    ],
+)
+def test_page_text_that_spells_markdown_renders_as_the_same_text(text: str) -> None:
+    """Rendered by a CommonMark renderer, the converted page shows its text as written: no
+    link, image, code span or entity appears (page text became a live `javascript:` link,
+    also when split over spans; found by review)."""
+
+    def page(split: bool) -> str:
+        paragraphs = []
+        for line in text.split("\n\n"):
+            shown = escape(line)
+            if split and "](" in shown:  # the markup split over two elements
+                left, right = shown.split("](", 1)
+                shown = f"<span>{left}</span><span>]({right}</span>"
+            paragraphs.append(f"<p>{shown}</p>")
+        return "<div>" + "".join(paragraphs) + "</div>"
+
+    for split in (False, True):
+        rendered = pyromark.html(html_to_markdown(page(split)))
+        assert "<a " not in rendered and "<img" not in rendered and "<code>" not in rendered
+        shown = unescape(re.sub(r"<[^>]+>", "", rendered)).replace("\n\n", "\n").strip()
+        assert shown.split() == text.replace("\n\n", " ").split(), rendered
 
 
 def test_charset_from_meta_is_honoured() -> None:
