@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, Field, StringConstraints
@@ -13,10 +14,16 @@ WHITESPACE = (
     r"\t\n\u000b\u000c\r\u001c-\u001f \u0085\u00a0\u1680"
     r"\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 )
-CONTROL = r"\u0000-\u001f\u007f"
+# C0, DEL and C1 controls, and the line and paragraph separators: NEL (U+0085) and U+2028
+# were stored in titles whose error text promised "no control characters or line breaks"
+# (found by review).
+CONTROL = r"\u0000-\u001f\u007f-\u009f\u2028\u2029"
+# Format characters that show nothing: a title of only U+200B passed as "visible".
+INVISIBLE = r"\u00ad\u180e\u200b-\u200d\u2060"
 NON_BLANK = rf"[^{WHITESPACE}]"  # patterns are unanchored: "contains a visible character"
 # A single line: no control characters, at least one visible character.
-TEXT_PATTERN = rf"^[^{CONTROL}]*[^{WHITESPACE}{CONTROL}][^{CONTROL}]*$"
+TEXT_PATTERN = rf"^[^{CONTROL}]*[^{WHITESPACE}{CONTROL}{INVISIBLE}][^{CONTROL}]*$"
+CONTROL_CHARS = re.compile(f"[{CONTROL}]")
 
 # A tag as every route accepts it (notes, search and chat filters, import); the configured
 # count and length limits are the notes service's.
@@ -43,7 +50,7 @@ def clean_tags(tags: list[str]) -> list[str]:
         tag = utf8_clean(tag, "tag").strip()
         if not tag:
             raise ValueError("tags must not be empty or blank")
-        if any(ord(c) < 32 for c in tag):
+        if CONTROL_CHARS.search(tag):
             raise ValueError("tags must not contain control characters")
     return tags
 

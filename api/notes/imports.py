@@ -21,12 +21,12 @@ from api.importing import ImportFileError, convert_file
 from api.notes.conversion import ConversionSandbox
 from api.notes.models import NoteCreate
 from api.notes.service import NotesService
-from api.schemas import TEXT_PATTERN, normalize_tags
+from api.schemas import CONTROL, TEXT_PATTERN, normalize_tags
 from api.users.models import User
 
 log = structlog.get_logger(__name__)
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+_CONTROL = re.compile(f"[{CONTROL}]+")
 _VALID_TEXT = re.compile(TEXT_PATTERN)
 
 

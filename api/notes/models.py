@@ -17,7 +17,7 @@ from api.notes.stored import (
     note_updated_at,
 )
 from api.notes.versioning import whole_version
-from api.schemas import TEXT_PATTERN, Tag, clean_tags, utf8_clean
+from api.schemas import CONTROL_CHARS, TEXT_PATTERN, Tag, clean_tags, utf8_clean
 
 NoteStatus = Literal["active", "trashed"]
 IndexStatus = Literal["pending", "indexing", "indexed", "failed", "disabled"]
@@ -29,7 +29,7 @@ def _clean_title(value: str) -> str:
     value = utf8_clean(value, "title").strip()
     if not value:
         raise ValueError("title must not be empty or blank")
-    if any(ord(c) < 32 for c in value):
+    if CONTROL_CHARS.search(value):
         raise ValueError("title must not contain control characters or line breaks")
     return value
 

@@ -39,6 +39,13 @@ CREATE_CASES = [
     ("empty title", {**NOTE, "title": ""}, 422, "validation_error"),
     ("blank title", {**NOTE, "title": "   "}, 422, "validation_error"),
     ("title with newline", {**NOTE, "title": "a\nb"}, 422, "validation_error"),
+    # C1 controls, NEL and the Unicode line separators were stored; a title of only a
+    # zero-width space passed as visible (found by review).
+    ("title with NEL", {**NOTE, "title": "a\u0085b"}, 422, "validation_error"),
+    ("title with a C1 control", {**NOTE, "title": "a\u009bb"}, 422, "validation_error"),
+    ("title with U+2028", {**NOTE, "title": "a\u2028b"}, 422, "validation_error"),
+    ("invisible title", {**NOTE, "title": "\u200b\u2060"}, 422, "validation_error"),
+    ("tag with U+2029", {**NOTE, "tags": ["a\u2029b"]}, 422, "validation_error"),
     ("missing content", {"title": "x"}, 422, "validation_error"),
     ("content over limit", {**NOTE, "content_md": "é" * 501}, 413, "note_too_large"),
     ("too many tags", {**NOTE, "tags": [f"t{i}" for i in range(6)]}, 422, "validation_error"),
@@ -224,3 +231,12 @@ async def test_a_client_gone_mid_upload_is_a_400_not_an_unhandled_500() -> None:
     }
     with pytest.raises(BadRequest, match="client disconnected"):
         await read_multipart(Request(scope, receive), max_files=5, max_fields=5)
+
+
+async def test_joiners_inside_visible_text_are_fine(seeded) -> None:
+    """The zero-width characters refused alone belong in real titles: an emoji family
+    (U+200D joins it) and Persian words (U+200C)."""
+    api, h, _ = seeded
+    for title in ("👨\u200d👩\u200d👧 trip", "می\u200cخواهم", "a\u200bb"):
+        r = await api.client.post("/v1/notes", json={**NOTE, "title": title}, headers=h)
+        assert r.status_code == 201 and r.json()["title"] == title, r.text
