@@ -82,7 +82,9 @@ class ErrorBody(BaseModel):
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI `responses` entries for the given error statuses."""
     described = {
-        400: "Malformed request (invalid id, JSON, cursor or header)",
+        # Ids, cursors and headers are schema patterns, so a bad one is a 422 (this said
+        # 400; found by review).
+        400: "Malformed body (invalid JSON or multipart, a client gone mid-upload)",
         401: "Missing, malformed, unknown or revoked API key (admin routes: wrong admin token)",
         403: "Forbidden (admin API disabled)",
         404: "Not found (another user's note is reported as not found)",
@@ -90,7 +92,7 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         412: "If-Match version does not match",
         413: "Body or note content over the configured limit",
         415: "A JSON body sent as another media type (Content-Type)",
-        422: "Validation error",
+        422: "Validation error: body, path id, query parameter (cursor, …) or header",
         429: "Rate limited (per API key; admin routes: per client, after wrong tokens); "
         "see Retry-After",
         503: "Database unavailable; retry after Retry-After",
