@@ -146,7 +146,13 @@ class MatchingChunk(BaseModel):
         description="The section's text, as in the note except that the base64 of a pasted "
         "image (`data:` URI) reads `…` and text past 64 000 characters is cut (a "
         "section is normally at most 6 000, a whole code block or table about 30 000); "
-        "`elided_chars` counts what is left out. The offsets index the note's full text."
+        "`elided_chars` counts what is left out. The offsets index the note's full text. "
+        "Two cases add text instead: one part of a table or code block split over several "
+        "chunks, found alone, shows that part as it was embedded, with the table's header "
+        "rows or the code fence repeated so it reads on its own (the note's text at the "
+        "offsets holds the part's own rows or lines); and while a content edit waits to be "
+        "indexed, a section of several chunks is their texts joined by blank lines (a `…` "
+        "line between chunks that are not adjacent)."
     )
     elided_chars: int = Field(0, description="Characters of the section not in `content`")
     start_offset: int = Field(description="Character offset into the note's content_md")
