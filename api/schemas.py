@@ -18,8 +18,12 @@ WHITESPACE = (
 # were stored in titles whose error text promised "no control characters or line breaks"
 # (found by review).
 CONTROL = r"\u0000-\u001f\u007f-\u009f\u2028\u2029"
-# Format characters that show nothing: a title of only U+200B passed as "visible".
-INVISIBLE = r"\u00ad\u180e\u200b-\u200d\u2060"
+# Characters that show nothing alone (format and bidi controls, joiners, variation
+# selectors, fillers): a title of only U+200B passed as "visible" (found by review).
+INVISIBLE = (
+    r"\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
+    r"\u202a-\u202e\u2060-\u206f\u2800\u3164\ufe00-\ufe0f\uffa0"
+)
 NON_BLANK = rf"[^{WHITESPACE}]"  # patterns are unanchored: "contains a visible character"
 # A single line: no control characters, at least one visible character.
 TEXT_PATTERN = rf"^[^{CONTROL}]*[^{WHITESPACE}{CONTROL}{INVISIBLE}][^{CONTROL}]*$"
@@ -30,6 +34,11 @@ CONTROL_CHARS = re.compile(f"[{CONTROL}]")
 TAG_MAX_CHARS = 512
 Tag = Annotated[
     str, StringConstraints(min_length=1, max_length=TAG_MAX_CHARS, pattern=TEXT_PATTERN)
+]
+# A tag to filter by: any tag a note may hold, also one stored before the character rules
+# above tightened (a filter on such a tag was refused; found by review). Matching is exact.
+FilterTag = Annotated[
+    str, StringConstraints(min_length=1, max_length=TAG_MAX_CHARS, pattern=NON_BLANK)
 ]
 
 

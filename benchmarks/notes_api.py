@@ -36,6 +36,7 @@ import httpx
 from bson import ObjectId
 from pymongo import MongoClient
 
+from api.notes.stored import LISTED_STATUS
 from benchmarks.common import update_section
 from benchmarks.notes_api_load import (
     FILTER_TAG,
@@ -163,7 +164,7 @@ async def _baselines(
                 result.add(f"GET {route}", await run_jobs(client, jobs, conc))
         finds = [_find_one(rng.choice(oids)) for _ in range(sizes.baseline)]
         result.add("PyMongo find_one", await run_pymongo(mongo_url, db_name, finds, conc))
-        query = {"author_id": author, "status": "active"}
+        query = {"author_id": author, "status": LISTED_STATUS["active"]}  # as the route
         lists = [_list_first_page(query) for _ in range(max(4, sizes.baseline // 5))]
         result.add(
             f"PyMongo list query (page of {PAGE})",
@@ -253,7 +254,8 @@ def list_plan(mongo_url: str, db_name: str) -> str:
     try:
         notes = client[db_name].notes
         author = notes.find_one({}, {"author_id": 1})["author_id"]
-        cursor = notes.find({"author_id": author, "status": "active"}, {"content_md": 0})
+        listed = {"author_id": author, "status": LISTED_STATUS["active"]}
+        cursor = notes.find(listed, {"content_md": 0})
         plan = cursor.sort(LIST_SORT).limit(PAGE + 1).explain()
     finally:
         client.close()

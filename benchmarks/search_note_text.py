@@ -34,6 +34,7 @@ from pymongo import AsyncMongoClient
 
 from api.db.client import create_client
 from api.notes.repository import NotesSearchQueries
+from api.notes.stored import STATUS_QUERY
 from api.retrieval.grouping import DEFAULT_MAX_SECTION_CHARS
 from benchmarks.common import (
     code_revision,
@@ -98,7 +99,7 @@ async def _reads(client: AsyncMongoClient, notes: int, note_chars: int) -> dict[
 
     async def baseline() -> int:
         cursor = db.notes.find(
-            {"_id": {"$in": ids}, "author_id": author, "status": "active"},
+            {"_id": {"$in": ids}, "author_id": author, "status": STATUS_QUERY["active"]},
             {"content_md": 1, "version": 1, "content_version": 1},
         )
         return sum(len(d["content_md"]) for d in await cursor.to_list())

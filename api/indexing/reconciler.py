@@ -162,8 +162,9 @@ class Reconciler:
             and all(d.get("embedding_model") == self.model_key for d in current)
             and note.get("chunking_version") == self.chunker.version
         ):
-            # Nothing to re-embed or swap (re-queued for tags, restore of an intact note,
-            # or a no-op re-index): keep the chunks, refresh the denormalised tags.
+            # Nothing to re-embed or swap (re-queued for tags, or a no-op re-index): keep the
+            # chunks, refresh the denormalised tags. (A trash or restore moves `version`,
+            # so its chunks are written anew at it, from the old ones' vectors.)
             tags = chunk_tags(note)
             if any(d.get("tags") != tags for d in current):
                 await self.chunks.set_tags(note_id, version, tags)
@@ -396,8 +397,8 @@ class Reconciler:
         finally:
             if done is None:
                 # Refused (the lease ran out), failed or cancelled: the run that took the
-                # note over may have kept those chunks (a restore of an intact note), and
-                # this run cannot tell. One more run settles it.
+                # note over may have written chunks this run's delete reaches, and this run
+                # cannot tell. One more run settles it.
                 with contextlib.suppress(Exception):
                     recheck = self.queue.recheck(note["_id"], datetime.now(UTC))
                     await asyncio.wait_for(asyncio.shield(recheck), 2)

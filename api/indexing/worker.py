@@ -40,7 +40,6 @@ class IndexWorkers:
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._loops: list[asyncio.Task[None]] = []
-        self._sync_runs: set[asyncio.Task[IndexOutcome | None]] = set()  # `index_now`'s
         self._maintainer: asyncio.Task[None] | None = None
         # Set once a maintenance pass (the first includes the orphan sweep) has finished:
         # whoever plants chunks of a missing note on purpose (tests) waits for it, or the
@@ -74,11 +73,10 @@ class IndexWorkers:
         if self._maintainer is not None:
             await cancel_and_wait([self._maintainer])
         unfinished = 0
-        running = [*self._loops, *self._sync_runs]
-        if running:
-            _, pending = await asyncio.wait(running, timeout=self.stop_grace_s)
+        if self._loops:
+            _, pending = await asyncio.wait(self._loops, timeout=self.stop_grace_s)
             unfinished = len(pending)
-            await cancel_and_wait(running)
+            await cancel_and_wait(self._loops)
         self._loops, self._maintainer = [], None
         log.info("index.workers_stopped", cancelled_mid_note=unfinished)
 
@@ -203,19 +201,22 @@ class IndexWorkers:
     async def index_now(self, note_id: ObjectId, timeout_s: float) -> IndexOutcome | None:
         """Synchronous mode: index `note_id` before returning (waiting for another worker's
         lease if one is busy with it). Returns after `timeout_s` at the latest (None): a run
-        still going then finishes in the background (`stop` waits for it as for the loops),
-        and a note nobody got to stays queued, so nothing is lost. The deadline was only
-        checked between runs, so a 600-chunk note held its write for 73 s against a 3 s
-        timeout (found by review)."""
+        still going then is stopped, handing the note back, and the worker loops index it
+        (their concurrency bounds how many run at once; a run left going per timed-out
+        write did not). The deadline was only checked between runs, so a 600-chunk note
+        held its write for 73 s against a 3 s timeout (found by review)."""
         loop = asyncio.get_running_loop()
         run = asyncio.create_task(
             self._index_until_settled(note_id, loop.time() + timeout_s), name="index-now"
         )
-        self._sync_runs.add(run)
-        run.add_done_callback(self._sync_runs.discard)
-        done, _ = await asyncio.wait({run}, timeout=timeout_s)
+        try:
+            done, _ = await asyncio.wait({run}, timeout=timeout_s)
+        finally:
+            if not run.done():
+                await cancel_and_wait([run])  # also when this request is cancelled
         if not done:
             log.warning("index.sync_timeout", note_id=str(note_id), timeout_s=timeout_s)
+            self.wake()
             return None
         return run.result()
 

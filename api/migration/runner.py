@@ -35,6 +35,7 @@ from api.indexing.reconciler import Reconciler
 from api.migration.results import FinalStatus, MigrationStats, NoteResult
 from api.migration.selection import Selection, Verdict, settle, unaddressable_detail
 from api.notes.migration_queue import MigrationNotes
+from api.notes.stored import note_status
 from api.tasks import cancel_and_wait
 
 log = structlog.get_logger(__name__)
@@ -132,7 +133,10 @@ class MigrationRunner:
 
     async def _run(self) -> MigrationStats:
         started_at = datetime.now(UTC)
-        self.stats.normalized = await self.notes.normalize_shapes(self.selection, started_at)
+        if self.selection.limit is None:  # a `--limit` trial touches only what it indexes
+            self.stats.normalized = await self.notes.normalize_shapes(
+                self.selection, started_at, self.batch_size
+            )
         total = await self.notes.count(self.selection)
         if self.selection.limit is not None:
             total = min(total, self.selection.limit)
@@ -323,7 +327,7 @@ class MigrationRunner:
         if chunks == 0:
             # Zero chunks is also what indexing a note trashed meanwhile produces.
             state = await self.notes.state(note_id)
-            if state is None or state.get("status") != "active":
+            if state is None or note_status(state) != "active":
                 detail = "deleted" if state is None else "trashed"
                 return NoteResult(note_id, "skipped", detail=detail, **work)
         return NoteResult(note_id, "indexed", chunks=chunks, **work)

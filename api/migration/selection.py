@@ -226,10 +226,15 @@ def enqueue_update(now: datetime, reserve_until: datetime | None = None) -> list
 
 
 def _shape_stage(now: datetime) -> dict[str, Any]:
-    """Stored `created_at` as a date (else the `_id`'s second, else now) and a missing
-    `status` as active."""
+    """Stored `created_at` as a date (else the `_id`'s second, else now); a missing
+    `status` as active, one the API never writes ("archived", read as trashed) as
+    "trashed", its value kept in `legacy_status` (listings match "trashed" exactly)."""
     created = {"$ifNull": [_as_date("$created_at"), _as_date("$_id"), {"$literal": now}]}
-    return {"$set": {"created_at": created, "status": _fill("status", "active")}}
+    known = {"$in": ["$status", ["active", "trashed"]]}
+    missing = {"$eq": [{"$ifNull": ["$status", None]}, None]}
+    status = {"$cond": [known, "$status", {"$cond": [missing, "active", "trashed"]}]}
+    legacy = {"$cond": [{"$or": [known, missing]}, "$legacy_status", "$status"]}
+    return {"$set": {"created_at": created, "status": status, "legacy_status": legacy}}
 
 
 # After `_shape_stage`: "$created_at" is the date it stored.
@@ -238,13 +243,13 @@ _UPDATED_AT = {"$ifNull": [_as_date("$updated_at"), "$created_at"]}
 
 def shape_filter(selection: Selection) -> dict[str, Any]:
     """Notes of the operator's filters (any status, indexed or not) still stored in a legacy
-    shape: no `status`, or `created_at`/`updated_at` not a date. Enqueueing fixes the notes
-    it selects, but a legacy note an API worker indexed first (after an edit, or a
-    `check --repair`) was never selected, so it kept a string `created_at` that listings
-    page apart from every date (found by review)."""
+    shape: no `status` or one the API never writes, or `created_at`/`updated_at` not a
+    date. Enqueueing fixes the notes it selects, but a legacy note an API worker indexed
+    first (after an edit, or a `check --repair`) was never selected, so it kept a string
+    `created_at` that listings page apart from every date (found by review)."""
     legacy = {
         "$or": [
-            {"status": None},
+            {"status": {"$nin": ["active", "trashed"]}},
             {"created_at": {"$not": {"$type": "date"}}},
             {"updated_at": {"$not": {"$type": "date"}}},
         ]

@@ -79,11 +79,25 @@ class MigrationNotes:
                     break
         return docs
 
-    async def normalize_shapes(self, selection: Selection, now: datetime) -> int:
-        """Store legacy shapes (`shape_filter`) as the API writes them; returns how many
-        notes changed. Title, content, tags and index state are never written."""
-        result = await self.collection.update_many(shape_filter(selection), shape_update(now))
-        return result.modified_count
+    async def normalize_shapes(self, selection: Selection, now: datetime, batch: int) -> int:
+        """Store legacy shapes (`shape_filter`) as the API writes them, `batch` notes per
+        update in `_id` order; returns how many notes changed. Title, content, tags and
+        index state are never written. In batches: one update over a large collection
+        outlived the client's socket timeout (found by review)."""
+        changed, after = 0, None
+        while True:
+            query = shape_filter(selection)
+            if after is not None:
+                query = {"$and": [query, {"_id": {"$gt": after}}]}
+            cursor = self.collection.find(query, {"_id": 1}).sort("_id", 1).limit(batch)
+            ids = [doc["_id"] async for doc in cursor]
+            if not ids:
+                return changed
+            result = await self.collection.update_many(
+                {"$and": [{"_id": {"$in": ids}}, shape_filter(selection)]}, shape_update(now)
+            )
+            changed += result.modified_count
+            after = ids[-1]
 
     async def enqueue(
         self,

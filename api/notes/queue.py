@@ -355,6 +355,7 @@ class IndexQueue:
             {
                 "status": STATUS_QUERY["active"],
                 "index_status": {"$in": ["indexed", "disabled"]},
+                **_ADDRESSABLE,  # no claim could take them: pending for good
                 "$or": [
                     {"chunking_version": {"$ne": chunking_version}},
                     {"embedding_model": {"$ne": embedding_model}},
@@ -375,7 +376,7 @@ class IndexQueue:
     async def depth(self) -> tuple[int, int]:
         """(pending or indexing, failed) note counts."""
         pending = await self.collection.count_documents(
-            {"index_status": {"$in": ["pending", "indexing"]}}
+            {"index_status": {"$in": ["pending", "indexing"]}, **_ADDRESSABLE}
         )
         failed = await self.collection.count_documents({"index_status": "failed"})
         return pending, failed

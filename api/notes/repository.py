@@ -12,7 +12,7 @@ from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 
 from api.db.ids import new_object_id
-from api.notes.stored import STATUS_QUERY
+from api.notes.stored import LISTED_STATUS, STATUS_QUERY
 from api.notes.versioning import NEXT_VERSION, WHOLE_VERSION
 
 _LIST_PROJECTION = {"content_md": 0}
@@ -66,7 +66,7 @@ class NotesRepository:
         limit: int,
     ) -> list[dict[str, Any]]:
         """Newest first by (created_at, _id); `after` is the last item of the previous page."""
-        query: dict[str, Any] = {"author_id": author_id, "status": STATUS_QUERY[status]}
+        query: dict[str, Any] = {"author_id": author_id, "status": LISTED_STATUS[status]}
         if tag is not None:
             query["tags"] = tag
         if after is not None:

@@ -71,6 +71,10 @@ STATUS_QUERY: dict[str, dict[str, list[Any]]] = {
     "active": {"$in": ["active", None]},
     "trashed": {"$nin": ["active", None]},
 }
+# What a listing matches: point bounds, so the (author_id, status, created_at) index gives
+# the order (`$nin` is a range: every trashed note fetched and sorted for each page; found
+# by review). A foreign status is listed once the migration stored it as "trashed".
+LISTED_STATUS: dict[str, Any] = {"active": STATUS_QUERY["active"], "trashed": "trashed"}
 
 
 def note_status(doc: dict[str, Any]) -> Literal["active", "trashed"]:

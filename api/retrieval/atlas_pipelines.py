@@ -192,7 +192,8 @@ def current_version_guard(notes_collection: str = "notes") -> Pipeline:
                                 "$and": [
                                     {"$eq": ["$indexed_version", "$$version"]},
                                     {"$eq": ["$author_id", "$$author"]},
-                                    {"$ne": ["$status", "trashed"]},
+                                    # Active as `note_status` reads it.
+                                    {"$in": [{"$ifNull": ["$status", None]}, ["active", None]]},
                                 ]
                             }
                         }

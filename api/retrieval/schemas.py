@@ -17,7 +17,7 @@ from pydantic import (
 )
 
 from api.retrieval.models import NoteResult, SearchFilters
-from api.schemas import NON_BLANK, JsonInt, Tag, clean_tags, normalize_tags
+from api.schemas import NON_BLANK, FilterTag, JsonInt, normalize_tags, utf8_clean
 from api.services.chunking.data_uri import elide_marked
 
 NoteIdStr = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{24}$")]
@@ -63,14 +63,14 @@ class FiltersIn(BaseModel):
     instant."""
 
     model_config = ConfigDict(extra="forbid")
-    tags: list[Tag] | None = Field(None, max_length=100)
+    tags: list[FilterTag] | None = Field(None, max_length=100)
     note_ids: list[NoteIdStr] | None = Field(None, max_length=1000)
     updated_after: DateTimeStr | None = None
 
     @field_validator("tags")
     @classmethod
     def _tags(cls, v: list[str] | None) -> list[str] | None:
-        return None if v is None else normalize_tags(clean_tags(v))
+        return None if v is None else normalize_tags([utf8_clean(t, "tag") for t in v])
 
     @field_validator("note_ids")
     @classmethod

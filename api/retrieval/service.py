@@ -218,11 +218,11 @@ class RetrievalService:
             # A note with many matching chunks can fill a retriever's whole top k, so
             # fewer than `limit` notes came back though more match (a 492-chunk spec left
             # room for 2 notes of 10; found by review): fetch deeper while a list came back
-            # full. A round that finds no more notes is dropped: deeper lists only add
-            # weaker chunks of the same notes.
-            if results and len(found) <= len(results):
-                break
-            results = found
+            # full (a note of 300 chunks fills the second round too, so a round that adds
+            # no note does not end it). The round with the most notes is kept; of equals,
+            # the first: deeper lists only add weaker chunks of the same notes.
+            if len(found) > len(results) or not results:
+                results = found
             saturated = any(len(hits_) >= k for hits_ in lists.values())
             if len(results) >= limit or not saturated or k >= MAX_CANDIDATES:
                 break

@@ -256,7 +256,12 @@ async def test_a_note_whose_id_is_not_an_object_id_is_reported_never_indexed(
     await world.db.note_chunks.insert_many(
         [{**c, "_id": ObjectId(), "note_id": "legacy-string-id"} for c in chunks]
     )
-    await asyncio.sleep(1)  # the local index's poll loads the planted version
+    index = world.api.container.search.backend.index
+    for _ in range(200):  # the local index's poll loads the planted version
+        if index.note_version("legacy-string-id") is not None:
+            break
+        await asyncio.sleep(0.05)
+    assert index.note_version("legacy-string-id") == source["indexed_version"]
     words = " ".join(chunks[0]["content_md"].split()[:6])
     r = await world.api.client.post(
         "/v1/search", json={"query": words, "mode": "keyword"}, headers=world.headers
@@ -279,6 +284,7 @@ async def test_a_note_whose_id_is_not_an_object_id_is_reported_never_indexed(
         {"$set": {"index_status": "pending", "next_attempt_at": datetime.now(UTC)}},
     )
     await asyncio.sleep(1.5)  # the workers poll every 0.5 s
+    assert await world.api.container.indexing.reconciler.run_once() is None  # nothing claimable
     note = await world.db.notes.find_one({"_id": "legacy-string-id"})
     assert note["index_status"] == "pending"
     assert await world.db.note_chunks.count_documents({"note_id": "legacy-string-id"}) == 0

@@ -276,13 +276,17 @@ async def test_a_legacy_note_an_api_worker_indexed_first_is_still_normalized(
         author = ObjectId((await api.client.get("/v1/me", headers=key)).json()["user_id"])
         fields = {"status": DROP, "created_at": "2020-02-02T00:00:00Z", "updated_at": "junk"}
         oid = (await db.notes.insert_one(_legacy(author, fields))).inserted_id
+        archived = _legacy(author, {"status": "archived"})
+        archived_id = (await db.notes.insert_one(archived)).inserted_id
         edit = {"content_md": "## Kept\n\nedited through the API"}
         assert (await api.client.patch(f"/v1/notes/{oid}", json=edit, headers=key)).is_success
         await wait_indexed(api, key, str(oid))
         before = await db.notes.find_one({"_id": oid})
         assert "status" not in before and before["created_at"] == "2020-02-02T00:00:00Z"
-        code, result = await run_in_process(settings, concurrency=1)
-        assert (code, result["selected"], result["normalized"]) == (0, 0, 1)
+        code, trial = await run_in_process(settings, concurrency=1, limit=5)
+        assert (code, trial["normalized"]) == (0, 0)  # a --limit trial touches nothing else
+        code, result = await run_in_process(settings, concurrency=1, batch_size=1)
+        assert (code, result["selected"], result["normalized"]) == (0, 0, 2)
         after = await db.notes.find_one({"_id": oid})
         assert after["status"] == "active"
         assert after["created_at"] == datetime(2020, 2, 2, tzinfo=UTC)  # a BSON date
@@ -292,3 +296,10 @@ async def test_a_legacy_note_an_api_worker_indexed_first_is_still_normalized(
         assert {k: after[k] for k in unchanged} == {k: before[k] for k in unchanged}
         code, again = await run_in_process(settings, concurrency=1)
         assert (code, again["normalized"]) == (0, 0)
+        # A status the API never writes is stored as the "trashed" it reads as, kept aside,
+        # so the trashed listing (which matches "trashed" exactly) shows it.
+        stored = await db.notes.find_one({"_id": archived_id})
+        assert (stored["status"], stored["legacy_status"]) == ("trashed", "archived")
+        assert "legacy_status" not in after
+        page = await api.client.get("/v1/notes", params={"status": "trashed"}, headers=key)
+        assert [n["id"] for n in page.json()["items"]] == [str(archived_id)]
