@@ -28,6 +28,7 @@ BENCHMARKS = [
     "retrieval",
     "retrieval_section_scorer",
     "search_note_text",
+    "search_deepening",
     "migration_live",
     "load",
 ]

@@ -217,14 +217,21 @@ class RetrievalService:
             found = await self._group(author_id, hits, limit, chunks_per_note, filters)
             # A note with many matching chunks can fill a retriever's whole top k, so
             # fewer than `limit` notes came back though more match (a 492-chunk spec left
-            # room for 2 notes of 10; found by review): fetch deeper while a list came back
-            # full (a note of 300 chunks fills the second round too, so a round that adds
-            # no note does not end it). The round with the most notes is kept; of equals,
-            # the first: deeper lists only add weaker chunks of the same notes.
-            if len(found) > len(results) or not results:
+            # room for 2 notes of 10; found by review): fetch deeper while the keyword list
+            # came back full (a note of 300 chunks fills the second round too, so a round
+            # that adds no note does not end it). The vector list is full whenever the
+            # author has k chunks, so it alone deepens only while rounds add notes: a user
+            # with fewer notes than `limit` paid every round on every search. The round
+            # with the most notes is kept; of equals, the first (deeper lists only add
+            # weaker chunks of the same notes).
+            grew = len(found) > len(results)
+            if grew or not results:
                 results = found
-            saturated = any(len(hits_) >= k for hits_ in lists.values())
-            if len(results) >= limit or not saturated or k >= MAX_CANDIDATES:
+            if "keyword" in lists:
+                deeper = len(lists["keyword"]) >= k
+            else:
+                deeper = grew and len(lists.get("vector", ())) >= k
+            if len(results) >= limit or not deeper or k >= MAX_CANDIDATES:
                 break
             k = min(k * DEEPEN_FACTOR, MAX_CANDIDATES)
             log.info("search.deepened", k=k, notes=len(results), limit=limit)
