@@ -3,6 +3,7 @@ scripts cannot rot, plus direct tests of the pure metric code they rely on."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import itertools
 from pathlib import Path
@@ -342,3 +343,19 @@ def test_pasted_images_smoke() -> None:
     assert plain[3] == plain[4] and plain[-1] == "yes"
     report = pasted_images.render(rows, "test")
     assert "| no images (1000-line note) | cl100k |" in report
+
+
+def test_search_deepening_smoke() -> None:
+    """A 90-section crowding note and 3 others, one round: deepening returns all 4 notes
+    where one round returned the crowding note alone, and the plain queries match as
+    before (the real pipeline: embedded server, local model)."""
+    from benchmarks import search_deepening
+
+    res = asyncio.run(search_deepening.measure(90, 3, 1, 10))
+    for mode in ("keyword", "hybrid"):
+        assert res["notes"][(mode, "crowded", "deepening")] == 4
+        assert res["notes"][(mode, "crowded", "one round")] == 1
+        plain = res["notes"][(mode, "plain", "deepening")]
+        assert plain == res["notes"][(mode, "plain", "one round")]
+    report = search_deepening.render(res, 90, 3, 10)
+    assert "| hybrid | crowded | 4.0 | 1.0 |" in report
