@@ -35,10 +35,17 @@ TAG_MAX_CHARS = 512
 Tag = Annotated[
     str, StringConstraints(min_length=1, max_length=TAG_MAX_CHARS, pattern=TEXT_PATTERN)
 ]
-# A tag to filter by: any tag a note may hold, also one stored before the character rules
-# above tightened (a filter on such a tag was refused; found by review). Matching is exact.
+# A tag to filter by: any tag a note may hold, also one stored before C1 controls and the
+# line separators were refused (a filter on such a tag was refused; found by review). C0
+# controls were never accepted in a tag. Matching is exact.
+_C0 = r"\u0000-\u001f\u007f"
 FilterTag = Annotated[
-    str, StringConstraints(min_length=1, max_length=TAG_MAX_CHARS, pattern=NON_BLANK)
+    str,
+    StringConstraints(
+        min_length=1,
+        max_length=TAG_MAX_CHARS,
+        pattern=rf"^[^{_C0}]*[^{WHITESPACE}{_C0}][^{_C0}]*$",
+    ),
 ]
 
 

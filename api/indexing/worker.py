@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from datetime import UTC, datetime
+from typing import Any
 
 import structlog
 from bson import ObjectId
@@ -40,6 +41,9 @@ class IndexWorkers:
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._loops: list[asyncio.Task[None]] = []
+        # `index_now`: runs going on after their write timed out, and how many run at once.
+        self._sync_runs: set[asyncio.Task[Any]] = set()
+        self._sync_gate = asyncio.Semaphore(max(2, concurrency))
         self._maintainer: asyncio.Task[None] | None = None
         # Set once a maintenance pass (the first includes the orphan sweep) has finished:
         # whoever plants chunks of a missing note on purpose (tests) waits for it, or the
@@ -73,10 +77,11 @@ class IndexWorkers:
         if self._maintainer is not None:
             await cancel_and_wait([self._maintainer])
         unfinished = 0
-        if self._loops:
-            _, pending = await asyncio.wait(self._loops, timeout=self.stop_grace_s)
+        running = [*self._loops, *self._sync_runs]
+        if running:
+            _, pending = await asyncio.wait(running, timeout=self.stop_grace_s)
             unfinished = len(pending)
-            await cancel_and_wait(self._loops)
+            await cancel_and_wait(running)
         self._loops, self._maintainer = [], None
         log.info("index.workers_stopped", cancelled_mid_note=unfinished)
 
@@ -200,25 +205,52 @@ class IndexWorkers:
 
     async def index_now(self, note_id: ObjectId, timeout_s: float) -> IndexOutcome | None:
         """Synchronous mode: index `note_id` before returning (waiting for another worker's
-        lease if one is busy with it). Returns after `timeout_s` at the latest (None): a run
-        still going then is stopped, handing the note back, and the worker loops index it
-        (their concurrency bounds how many run at once; a run left going per timed-out
-        write did not). The deadline was only checked between runs, so a 600-chunk note
-        held its write for 73 s against a 3 s timeout (found by review)."""
+        lease if one is busy with it). Returns after `timeout_s` at the latest (None). The
+        deadline was only checked between runs, so a 600-chunk note held its write for 73 s
+        against a 3 s timeout (found by review). At the timeout a run that has started
+        finishes in the background (stopping it threw its embeddings away: the note was
+        embedded twice), while one still waiting for a turn (at most `sync_runs` at once:
+        each timed-out write left one going) is dropped and the worker loops take the note.
+        """
         loop = asyncio.get_running_loop()
+        started = asyncio.Event()
         run = asyncio.create_task(
-            self._index_until_settled(note_id, loop.time() + timeout_s), name="index-now"
+            self._gated_run(note_id, loop.time() + timeout_s, started), name="index-now"
         )
         try:
             done, _ = await asyncio.wait({run}, timeout=timeout_s)
-        finally:
-            if not run.done():
-                await cancel_and_wait([run])  # also when this request is cancelled
-        if not done:
-            log.warning("index.sync_timeout", note_id=str(note_id), timeout_s=timeout_s)
+        except BaseException:  # this request was cancelled
+            await self._settle_unfinished(run, started)
+            raise
+        if done:
+            return run.result()
+        log.warning("index.sync_timeout", note_id=str(note_id), timeout_s=timeout_s)
+        await self._settle_unfinished(run, started)
+        return None
+
+    async def _gated_run(
+        self, note_id: ObjectId, deadline: float, started: asyncio.Event
+    ) -> IndexOutcome | None:
+        async with self._sync_gate:
+            started.set()
+            return await self._index_until_settled(note_id, deadline)
+
+    async def _settle_unfinished(self, run: asyncio.Task[Any], started: asyncio.Event) -> None:
+        """A sync run its write stopped waiting for: kept if it started (tracked, so `stop`
+        waits for it and its failure is logged), else dropped for the worker loops."""
+        if run.done():
+            return
+        if not started.is_set():
+            await cancel_and_wait([run])
             self.wake()
-            return None
-        return run.result()
+            return
+        self._sync_runs.add(run)
+        run.add_done_callback(self._sync_run_done)
+
+    def _sync_run_done(self, run: asyncio.Task[Any]) -> None:
+        self._sync_runs.discard(run)
+        if not run.cancelled() and run.exception() is not None:
+            log.error("index.sync_run_failed", error=repr(run.exception())[:300])
 
     async def _index_until_settled(self, note_id: ObjectId, deadline: float) -> IndexOutcome | None:
         loop = asyncio.get_running_loop()

@@ -217,23 +217,24 @@ class RetrievalService:
             found = await self._group(author_id, hits, limit, chunks_per_note, filters)
             # A note with many matching chunks can fill a retriever's whole top k, so
             # fewer than `limit` notes came back though more match (a 492-chunk spec left
-            # room for 2 notes of 10; found by review): fetch deeper while the keyword list
-            # came back full (a note of 300 chunks fills the second round too, so a round
-            # that adds no note does not end it). The vector list is full whenever the
-            # author has k chunks, so it alone deepens only while rounds add notes: a user
-            # with fewer notes than `limit` paid every round on every search. The round
-            # with the most notes is kept; of equals, the first (deeper lists only add
-            # weaker chunks of the same notes).
-            grew = len(found) > len(results)
-            if grew or not results:
+            # room for 2 notes of 10; found by review): fetch deeper while a list came back
+            # full (a note of 300 chunks fills the second round too, so a round that adds
+            # no note does not end it) and the author has more notes passing the filters
+            # than were found (else every search of a user with fewer notes than `limit`
+            # paid every round). The round with the most notes is kept; of equals, the
+            # first (deeper lists only add weaker chunks of the same notes).
+            if len(found) > len(results) or not results:
                 results = found
-            if "keyword" in lists:
-                deeper = len(lists["keyword"]) >= k
-            else:
-                deeper = grew and len(lists.get("vector", ())) >= k
-            if len(results) >= limit or not deeper or k >= MAX_CANDIDATES:
+            full = any(len(hits_) >= k for hits_ in lists.values())
+            deeper = min(k * DEEPEN_FACTOR, MAX_CANDIDATES)
+            if len(results) >= limit or not full or deeper < 2 * k:
                 break
-            k = min(k * DEEPEN_FACTOR, MAX_CANDIDATES)
+            more = _notes_filter(filters)
+            if await self.notes.count_active(author_id, more, limit=len(results) + 1) <= len(
+                results
+            ):
+                break
+            k = deeper
             log.info("search.deepened", k=k, notes=len(results), limit=limit)
         took = (time.perf_counter() - started) * 1000
         obs.chunk_search_duration.record(took, {"mode": mode, "backend": self.backend.name})
@@ -257,13 +258,7 @@ class RetrievalService:
         self, author_id: ObjectId, query: str, limit: int, filters: SearchFilters, started: float
     ) -> SearchOutcome:
         """CHUNKING_ENABLED=false: whole notes, ranked by term frequency (the rollback)."""
-        mongo: dict[str, Any] = {}
-        if filters.tags is not None:
-            mongo["tags"] = {"$in": filters.tags}
-        if filters.note_ids is not None:
-            mongo["_id"] = {"$in": [ObjectId(n) for n in filters.note_ids]}
-        if filters.updated_after is not None:
-            mongo["updated_at"] = {"$gt": filters.updated_after}
+        mongo = _notes_filter(filters)
         docs = await self.notes.recent_for_author(author_id, limit=NOTE_LEVEL_SCAN, query=mongo)
         results = note_level_results(docs, query, limit)
         took = round((time.perf_counter() - started) * 1000, 2)
@@ -346,6 +341,18 @@ class RetrievalService:
             note_contents=contents,
             max_section_chars=DEFAULT_MAX_SECTION_CHARS,
         )
+
+
+def _notes_filter(filters: SearchFilters) -> dict[str, Any]:
+    """The user filters as a `notes` query (beside the author and active status)."""
+    mongo: dict[str, Any] = {}
+    if filters.tags is not None:
+        mongo["tags"] = {"$in": filters.tags}
+    if filters.note_ids is not None:
+        mongo["_id"] = {"$in": [ObjectId(n) for n in filters.note_ids]}
+    if filters.updated_after is not None:
+        mongo["updated_at"] = {"$gt": filters.updated_after}
+    return mongo
 
 
 _WORD = re.compile(r"\w+", re.UNICODE)

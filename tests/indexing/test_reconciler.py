@@ -354,11 +354,19 @@ async def test_sync_mode_returns_at_its_timeout_and_the_run_finishes_after(
 ) -> None:
     """AUTONOTE_SYNC_INDEX_TIMEOUT_S was only checked between runs: a write whose note took
     73 s to embed answered after 73 s against a 3 s timeout (found by review). The write
-    now answers at the timeout, its run handed back; a worker loop indexes the note."""
+    now answers at the timeout, pending; its run goes on and the note ends indexed,
+    embedded once (stopping the run at the timeout embedded it twice; found by review)."""
     settings = make_settings(chunking_async=False, autonote_sync_index_timeout_s=0.5)
     async with running_app(settings) as api:
         h = await api.new_user()
-        gated = GatedEmbedder(api.container.embedder)
+        asked: list[str] = []  # every text asked for, also by a call that never returns
+
+        class AskedEmbedder(GatedEmbedder):
+            async def embed(self, texts: list[str], **kwargs: Any) -> Any:
+                asked.extend(texts)
+                return await super().embed(texts, **kwargs)
+
+        gated = AskedEmbedder(api.container.embedder)
         api.container.indexing.reconciler.embedder = gated
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -366,10 +374,11 @@ async def test_sync_mode_returns_at_its_timeout_and_the_run_finishes_after(
         note = await asyncio.wait_for(create(api, h, sectioned_note(3, seed=7)), 10)
         assert loop.time() - started < 5
         assert note["index_status"] in ("pending", "indexing") and note["indexed_version"] is None
-        await asyncio.wait_for(gated.entered.wait(), 30)  # a worker loop took it up
+        await asyncio.wait_for(gated.entered.wait(), 30)
         gated.release.set()
         done = await wait_indexed(api, h, note["id"])
         assert done["indexed_version"] == 1 and done["chunk_count"] > 0
+        assert len(asked) == len(set(asked)) == done["chunk_count"]  # each text asked once
 
 
 async def test_chunking_disabled_marks_notes_disabled(make_settings: Any) -> None:

@@ -530,14 +530,13 @@ async def test_filters_never_pass_a_note_that_no_longer_matches(make_settings: A
         assert [n["note_id"] for n in (await search(api, h, **home))["results"]] == [note_id]
 
 
-@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
 async def test_a_note_with_many_matching_chunks_does_not_crowd_out_the_others(
-    api: Api, mode: str
+    api: Api,
 ) -> None:
     """Each retriever fetched a fixed number of chunks (60 here), so a note whose chunks
     all match filled it and `limit: 10` returned 2 notes though 5 contain the word (found
     by review with the CommonMark spec). Search now fetches deeper while a list comes back
-    full and short of notes."""
+    full and short of notes, in every mode."""
     h = await api.new_user()
     sections = "\n\n".join(
         f"## Rule {i}\n\nExample {i}: an example of an example, example after example."
@@ -549,14 +548,32 @@ async def test_a_note_with_many_matching_chunks_does_not_crowd_out_the_others(
     small = [
         await note(api, h, f"Small {i}", f"{filler} one example here. {filler}") for i in range(4)
     ]
-    r = await api.client.post(
-        "/v1/search",
-        json={"query": "example", "mode": mode, "limit": 10, "chunks_per_note": 1},
-        headers=h,
-    )
-    assert r.status_code == 200, r.text
-    ids = {n["note_id"] for n in r.json()["results"]}
-    assert ids == {big["id"], *(n["id"] for n in small)}, r.json()["results"]
+    backend = api.container.search.backend
+    retrieve = backend.retrieve
+    ks: list[int] = []
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        ks.append(kwargs["k"])
+        return await retrieve(*args, **kwargs)
+
+    backend.retrieve = counted
+    try:
+        for mode in ("keyword", "hybrid", "vector"):
+            body = {"query": "example", "mode": mode, "limit": 10, "chunks_per_note": 1}
+            r = await api.client.post("/v1/search", json=body, headers=h)
+            assert r.status_code == 200, r.text
+            ids = {n["note_id"] for n in r.json()["results"]}
+            assert ids == {big["id"], *(n["id"] for n in small)}, (mode, r.json()["results"])
+            # No deeper round once every note the filters allow is found (each search of a
+            # user with fewer notes than `limit` paid every round up to 4 000 candidates).
+            ks.clear()
+            two = [big["id"], small[0]["id"]]
+            body = {**body, "filters": {"note_ids": two}}
+            r = await api.client.post("/v1/search", json=body, headers=h)
+            assert {n["note_id"] for n in r.json()["results"]} == set(two), mode
+            assert len(ks) <= 3, (mode, ks)  # rounds until the second note shows, no more
+    finally:
+        backend.retrieve = retrieve
 
 
 async def test_the_section_holding_the_exact_match_comes_first(api: Api) -> None:
