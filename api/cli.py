@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from api.config import Settings, SettingsError, load_settings
+
+if TYPE_CHECKING:
+    import httpx
 
 app = typer.Typer(
     name="autonote",
@@ -195,7 +199,7 @@ def import_files(
         raise typer.Exit(2) from None
     failed = sum(code == "unreadable" for _, code in skipped)  # a folder we could not list
     for path, code in skipped:
-        typer.echo(f"skipped      {path} ({code.replace('_', ' ')})")
+        typer.echo(f"skipped      {_shown(path)} ({code.replace('_', ' ')})")
     imported = 0
     headers = {"Authorization": f"Bearer {key}"}
     url = url or settings.base_url
@@ -205,17 +209,26 @@ def import_files(
             group = pending.pop(0)
             upload, sent = [], []
             for path in group:
+                problem = _unsendable(path, upload_name(path, paths), settings)
+                if problem is not None:
+                    failed += 1
+                    typer.echo(f"failed       {_shown(path)}: {problem}")
+                    continue
                 try:
                     upload.append(("files", (upload_name(path, paths), path.read_bytes())))
                     sent.append(path)
                 except OSError as exc:
                     failed += 1
-                    typer.echo(f"failed       {path}: unreadable: {exc.strerror or exc}")
+                    typer.echo(f"failed       {_shown(path)}: unreadable: {exc.strerror or exc}")
             if not upload:
                 continue
             data = {"tags": tag} if tag else None
+            # Each file may take the server's conversion budget: a fixed 300 s gave up on a
+            # batch of big HTML files the server was still converting, and a rerun made
+            # their notes again (found by review).
+            timeout = httpx.Timeout(30, read=len(upload) * settings.autonote_import_timeout_s + 60)
             try:
-                resp = client.post("/v1/notes/import", files=upload, data=data)
+                resp = _post_import(client, upload, data, timeout)
             except httpx.HTTPError as exc:
                 typer.echo(f"autonote: cannot reach {url}: {exc}", err=True)
                 raise typer.Exit(2) from None
@@ -230,7 +243,8 @@ def import_files(
             if resp.status_code != 200:  # this batch only; the others go on
                 for path in sent:
                     failed += 1
-                    typer.echo(f"failed       {path}: HTTP {resp.status_code}: {resp.text[:200]}")
+                    answer = f"HTTP {resp.status_code}: {resp.text[:200]}"
+                    typer.echo(f"failed       {_shown(path)}: {answer}")
                 continue
             body = resp.json()
             for item in body["imported"]:
@@ -246,6 +260,44 @@ def import_files(
                 typer.echo(f"failed       {item['filename']}: {item['error']}: {item['detail']}")
     typer.echo(f"{imported} imported, {failed} failed, {len(skipped)} skipped")
     raise typer.Exit(1 if failed else 0)
+
+
+def _shown(path: Path) -> str:
+    """`path` printable on any stdout: bytes that are not UTF-8 as `\\xe9` escapes."""
+    return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _unsendable(path: Path, name: str, settings: Settings) -> str | None:
+    """Why `path` is reported instead of uploaded: a name that is not UTF-8 (httpx raised,
+    and the run stopped with a traceback) or a file over the per-file limit (one of 1.5 GB
+    was read whole into memory to be refused; found by review)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return "not_utf8: the file name is not valid UTF-8"
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+    if size > settings.autonote_max_import_file_bytes:
+        limit = settings.autonote_max_import_file_bytes
+        return f"too_large: {size} bytes, over the per-file limit of {limit} bytes"
+    return None
+
+
+def _post_import(
+    client: httpx.Client, upload: list[Any], data: dict[str, Any] | None, timeout: httpx.Timeout
+) -> httpx.Response:
+    """POST one batch; a 429 (refused before anything is read or stored) is retried after
+    its Retry-After, up to 5 times, instead of failing the batch (found by review)."""
+    for _ in range(5):
+        resp = client.post("/v1/notes/import", files=upload, data=data, timeout=timeout)
+        if resp.status_code != 429:
+            return resp
+        wait = min(60.0, float(resp.headers.get("retry-after") or 1))
+        typer.echo(f"autonote: rate limited; retrying in {wait:g} s", err=True)
+        time.sleep(wait)
+    return resp
 
 
 def import_batches(files: list[Path], max_files: int, max_bytes: int) -> list[list[Path]]:
@@ -290,7 +342,10 @@ def users_create(name: Annotated[str, typer.Argument(help="Display name of the u
         async with database(settings) as db:
             service = UsersService(UsersRepository(db), admin_token=None, rate_per_minute=0)
             created = await service.create_user(name)
-            typer.echo(f"user {created.user_id} ({name})\napi key: {created.api_key}")
+            # stdout is the key alone (`KEY=$(autonote users create bob)` caught both
+            # lines; found by review); who it belongs to goes to stderr.
+            typer.echo(f"user {created.user_id} ({name})", err=True)
+            typer.echo(created.api_key)
 
     asyncio.run(run())
 

@@ -452,3 +452,32 @@ async def test_a_users_second_import_waits_with_its_body_unread(api: Api) -> Non
     assert reads.count("second.md") >= 1
     listed = (await api.client.get("/v1/notes", headers=alice)).json()["items"]
     assert {n["title"] for n in listed} == {"first", "second"}
+
+
+def test_cli_import_reports_bad_names_and_big_files_and_waits_out_429(
+    make_settings: Any, tmp_path: Path
+) -> None:
+    """A file name that is not UTF-8 stopped the run with a traceback; a file over the
+    per-file limit was read whole (1.5 GB, 4.7 GB of memory) to be refused; a 429 failed
+    its batch (found by review). Now the first two fail alone, before any upload, and a
+    rate-limited batch is sent again after its Retry-After."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    for i in range(63):
+        (vault / f"n{i:02}.md").write_text(f"# Note {i}\n\nbody {i}")
+    (Path(os.fsdecode(bytes(vault) + b"/caf\xe9.md"))).write_text("# Latin-1 name")
+    with open(vault / "huge.md", "wb") as big:
+        big.truncate(5_000_000)  # sparse: over the limit below, never read
+    with ServedApp(make_settings(autonote_rate_limit_per_minute=60)) as served:
+        key = served.new_user("cli")
+        result = CliRunner().invoke(
+            cli,
+            ["import", str(vault), "--url", served.url, "--api-key", key, "--batch", "1"],
+            env={"AUTONOTE_MAX_IMPORT_FILE_BYTES": "1000000"},
+        )
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    assert result.exit_code == 1, result.output
+    assert "63 imported, 2 failed" in result.output, result.output[-800:]
+    assert "not_utf8: the file name is not valid UTF-8" in result.output
+    assert "huge.md: too_large: 5000000 bytes" in result.output
+    assert "HTTP 429" not in result.output
