@@ -41,6 +41,13 @@ def parse_object_id(value: str) -> ObjectId | None:
         return None
 
 
+MAX_TRACKED_KEYS = 10_000
+# Wrong admin tokens a client may send per minute, whatever the per-key rate: it was that
+# rate (1 200 by default), and AUTONOTE_RATE_LIMIT_PER_MINUTE=0 switched the guessing limit
+# off with the per-key one (found by review).
+ADMIN_GUESSES_PER_MINUTE = 30
+
+
 @dataclass
 class TokenBucket:
     """Per-key limiter: `rate_per_minute` sustained, bursts up to the same amount."""
@@ -56,8 +63,17 @@ class TokenBucket:
         now = self.clock()
         tokens = self._tokens(key, now)
         wait = self._wait(tokens)
+        if key not in self._state and len(self._state) >= MAX_TRACKED_KEYS:
+            self._forget_refilled(now)
         self._state[key] = (tokens if wait else tokens - 1.0, now)
         return wait
+
+    def _forget_refilled(self, now: float) -> None:
+        """Drop the keys whose budget is full again (a full bucket is what a key never seen
+        gets): one per client address of wrong admin tokens grew without end (found by
+        review, with addresses a client picks through a trusted `X-Forwarded-For`)."""
+        full = float(self.rate_per_minute)
+        self._state = {k: v for k, v in self._state.items() if self._tokens(k, now) < full}
 
     def empty(self, key: str) -> int | None:
         """Seconds until `key` has a token again, None when it has one (nothing consumed)."""
@@ -106,7 +122,10 @@ class UsersService:
         self._limiter = TokenBucket(rate_per_minute)
         # Wrong admin tokens, per client address: the token is chosen by an operator and
         # may be guessable, and no API key (hence no per-key limit) is involved.
-        self._admin_failures = TokenBucket(rate_per_minute)
+        guesses = ADMIN_GUESSES_PER_MINUTE
+        self._admin_failures = TokenBucket(
+            min(rate_per_minute, guesses) if rate_per_minute > 0 else guesses
+        )
 
     def check_admin(self, authorization: str | None, *, client: str = "") -> None:
         """Admin routes need `Bearer <AUTONOTE_ADMIN_TOKEN>`; without it configured they are

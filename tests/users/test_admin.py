@@ -15,6 +15,7 @@ from pymongo import MongoClient
 from pymongo.errors import AutoReconnect
 from typer.testing import CliRunner
 
+from api.users.service import ADMIN_GUESSES_PER_MINUTE, MAX_TRACKED_KEYS, TokenBucket
 from tests.conftest import ADMIN_TOKEN, Api, running_app
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -182,3 +183,32 @@ def test_the_cli_applies_the_same_name_rule(mongo_url: str, db_name: str, tmp_pa
     finally:
         client.drop_database(db_name)
         client.close()
+
+
+async def test_admin_guessing_stays_limited_with_the_per_key_limit_off(make_settings: Any) -> None:
+    """AUTONOTE_RATE_LIMIT_PER_MINUTE=0 turned the wrong-admin-token limit off too: 300
+    guesses, then the right token worked (found by review). Guesses have their own budget."""
+    async with running_app(make_settings(autonote_rate_limit_per_minute=0)) as api:
+        statuses = []
+        for i in range(ADMIN_GUESSES_PER_MINUTE + 1):
+            r = await api.client.post(
+                "/v1/admin/users", json={"name": "x"}, headers={"Authorization": f"Bearer g{i}"}
+            )
+            statuses.append(r.status_code)
+        assert statuses[:-1] == [401] * ADMIN_GUESSES_PER_MINUTE and statuses[-1] == 429
+        r = await api.client.post("/v1/admin/users", json={"name": "x"}, headers=ADMIN)
+        assert r.status_code == 429
+
+
+def test_a_limiter_forgets_keys_whose_budget_is_full_again() -> None:
+    """One entry per client address of wrong admin tokens, never removed: a client choosing
+    its address (a trusted `X-Forwarded-For: *`) grew the table without end."""
+    clock = [0.0]
+    bucket = TokenBucket(6, clock=lambda: clock[0])
+    for i in range(MAX_TRACKED_KEYS):
+        bucket.take(f"10.0.{i // 256}.{i % 256}")
+    clock[0] += 61.0  # every budget refilled
+    bucket.take("fresh")
+    assert len(bucket._state) == 1
+    bucket.take("fresh")
+    assert bucket.empty("fresh") is None  # 4 left of 6
