@@ -83,6 +83,13 @@ async def connect(settings: Settings, *, read_only: bool) -> AsyncIterator[Async
         db = client[settings.mongodb_db]
         with pymongo.timeout(max(settings.mongodb_timeout_ms / 1000, 1.0)):
             await db.command("ping")
+            # Likewise a mistyped MONGODB_DB: it was checked as "0 notes, clean" (found by
+            # review).
+            if not await db.list_collection_names(filter={"name": "notes"}):
+                raise FileNotFoundError(
+                    f"database {settings.mongodb_db!r} has no notes collection: check "
+                    "MONGODB_DB (a mistyped name reads as an empty database)"
+                )
         if not read_only:
             await ensure_indexes(db, cache_ttl_days=settings.autonote_embedding_cache_days)
         yield db
