@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -13,7 +12,7 @@ import typer
 from api.config import Settings, SettingsError, load_settings
 
 if TYPE_CHECKING:
-    import httpx
+    pass
 
 app = typer.Typer(
     name="autonote",
@@ -116,7 +115,7 @@ def worker(
         # The API leaves notes `disabled` then; a worker must not index them behind its back.
         typer.echo("autonote worker: chunking is disabled (CHUNKING_ENABLED=false)", err=True)
         raise typer.Exit(2)
-    asyncio.run(_run_worker(settings, concurrency))
+    run_or_exit(_run_worker(settings, concurrency))
 
 
 async def _run_worker(settings: Settings, concurrency: int) -> None:
@@ -157,7 +156,7 @@ def indexes_create(
     (definitions in atlas_indexes/, numDimensions from the configured embedding model)."""
     from scripts.create_indexes import run
 
-    raise typer.Exit(asyncio.run(run(wait=wait, timeout_s=timeout)))
+    raise typer.Exit(run_or_exit(run(wait=wait, timeout_s=timeout)))
 
 
 @app.command("import")
@@ -183,6 +182,7 @@ def import_files(
 
     settings = settings_or_exit()
     from api.importing import iter_import_paths, upload_name
+    from api.importing.upload import import_batches, post_import, shown_path, unsendable
 
     key = api_key
     key_file = settings.autonote_data_dir / "api_key"
@@ -199,7 +199,7 @@ def import_files(
         raise typer.Exit(2) from None
     failed = sum(code == "unreadable" for _, code in skipped)  # a folder we could not list
     for path, code in skipped:
-        typer.echo(f"skipped      {_shown(path)} ({code.replace('_', ' ')})")
+        typer.echo(f"skipped      {shown_path(path)} ({code.replace('_', ' ')})")
     imported = 0
     headers = {"Authorization": f"Bearer {key}"}
     url = url or settings.base_url
@@ -209,17 +209,18 @@ def import_files(
             group = pending.pop(0)
             upload, sent = [], []
             for path in group:
-                problem = _unsendable(path, upload_name(path, paths), settings)
+                problem = unsendable(path, upload_name(path, paths), settings)
                 if problem is not None:
                     failed += 1
-                    typer.echo(f"failed       {_shown(path)}: {problem}")
+                    typer.echo(f"failed       {shown_path(path)}: {problem}")
                     continue
                 try:
                     upload.append(("files", (upload_name(path, paths), path.read_bytes())))
                     sent.append(path)
                 except OSError as exc:
                     failed += 1
-                    typer.echo(f"failed       {_shown(path)}: unreadable: {exc.strerror or exc}")
+                    why = f"unreadable: {exc.strerror or exc}"
+                    typer.echo(f"failed       {shown_path(path)}: {why}")
             if not upload:
                 continue
             data = {"tags": tag} if tag else None
@@ -228,7 +229,7 @@ def import_files(
             # their notes again (found by review).
             timeout = httpx.Timeout(30, read=len(upload) * settings.autonote_import_timeout_s + 60)
             try:
-                resp = _post_import(client, upload, data, timeout)
+                resp = post_import(client, upload, data, timeout)
             except httpx.HTTPError as exc:
                 typer.echo(f"autonote: cannot reach {url}: {exc}", err=True)
                 raise typer.Exit(2) from None
@@ -244,7 +245,7 @@ def import_files(
                 for path in sent:
                     failed += 1
                     answer = f"HTTP {resp.status_code}: {resp.text[:200]}"
-                    typer.echo(f"failed       {_shown(path)}: {answer}")
+                    typer.echo(f"failed       {shown_path(path)}: {answer}")
                 continue
             body = resp.json()
             for item in body["imported"]:
@@ -260,68 +261,6 @@ def import_files(
                 typer.echo(f"failed       {item['filename']}: {item['error']}: {item['detail']}")
     typer.echo(f"{imported} imported, {failed} failed, {len(skipped)} skipped")
     raise typer.Exit(1 if failed else 0)
-
-
-def _shown(path: Path) -> str:
-    """`path` printable on any stdout: bytes that are not UTF-8 as `\\xe9` escapes."""
-    return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-
-
-def _unsendable(path: Path, name: str, settings: Settings) -> str | None:
-    """Why `path` is reported instead of uploaded: a name that is not UTF-8 (httpx raised,
-    and the run stopped with a traceback) or a file over the per-file limit (one of 1.5 GB
-    was read whole into memory to be refused; found by review)."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return "not_utf8: the file name is not valid UTF-8"
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        return f"unreadable: {exc.strerror or exc}"
-    if size > settings.autonote_max_import_file_bytes:
-        limit = settings.autonote_max_import_file_bytes
-        return f"too_large: {size} bytes, over the per-file limit of {limit} bytes"
-    return None
-
-
-def _post_import(
-    client: httpx.Client, upload: list[Any], data: dict[str, Any] | None, timeout: httpx.Timeout
-) -> httpx.Response:
-    """POST one batch; a 429 (refused before anything is read or stored) is retried after
-    its Retry-After, up to 5 times, instead of failing the batch (found by review)."""
-    for _ in range(5):
-        resp = client.post("/v1/notes/import", files=upload, data=data, timeout=timeout)
-        if resp.status_code != 429:
-            return resp
-        wait = min(60.0, float(resp.headers.get("retry-after") or 1))
-        typer.echo(f"autonote: rate limited; retrying in {wait:g} s", err=True)
-        time.sleep(wait)
-    return resp
-
-
-def import_batches(files: list[Path], max_files: int, max_bytes: int) -> list[list[Path]]:
-    """Files grouped for upload: at most `max_files` per request, and at most `max_bytes`
-    (AUTONOTE_MAX_IMPORT_BYTES, less room for the multipart framing) unless one file is
-    bigger alone. Batching by count only sent five 10 MB PDFs in one 50 MB+ request: a 413
-    for all of them (found by review)."""
-    budget = max(1, max_bytes - 64 * 1024)
-    batches: list[list[Path]] = []
-    current: list[Path] = []
-    size = 0
-    for path in files:
-        try:
-            n = path.stat().st_size
-        except OSError:
-            n = 0  # reported when it is read
-        if current and (len(current) >= max_files or size + n > budget):
-            batches.append(current)
-            current, size = [], 0
-        current.append(path)
-        size += n
-    if current:
-        batches.append(current)
-    return batches
 
 
 @users_app.command("create")
@@ -347,7 +286,23 @@ def users_create(name: Annotated[str, typer.Argument(help="Display name of the u
             typer.echo(f"user {created.user_id} ({name})", err=True)
             typer.echo(created.api_key)
 
-    asyncio.run(run())
+    run_or_exit(run())
+
+
+def run_or_exit(main: Any) -> Any:
+    """`asyncio.run(main)`, with an unreachable or failing database as one line on stderr and
+    exit 2 (users create, worker and indexes create printed a 277-line traceback; found by
+    review), as `check` and `migrate` already did."""
+    from pymongo.errors import PyMongoError
+
+    try:
+        return asyncio.run(main)
+    except PyMongoError as exc:
+        typer.echo(f"autonote: cannot use the database: {type(exc).__name__}: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except FileNotFoundError as exc:  # no embedded database where AUTONOTE_DATA_DIR points
+        typer.echo(f"autonote: {exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 def database(settings: Settings):

@@ -89,8 +89,21 @@ def evaluate_command(
     unknown = [m for m in chosen if m not in MODES]
     if unknown:
         raise typer.BadParameter(f"unknown mode(s) {unknown}; use hybrid, vector or keyword")
+    from api.cli import settings_or_exit
+    from api.evaluation.dataset import DatasetError
+
+    # Bad settings, a malformed dataset or a --dump nobody can write were tracebacks (the
+    # last one after the whole evaluation had run; found by review): one line, exit 2.
+    settings_or_exit()
     configure_logging("WARNING")
-    dataset = load_dataset(notes, questions)
+    if dump is not None and not dump.parent.is_dir():
+        typer.echo(f"autonote: --dump: no folder {dump.parent}", err=True)
+        raise typer.Exit(2)
+    try:
+        dataset = load_dataset(notes, questions)
+    except DatasetError as exc:
+        typer.echo(f"autonote: {exc}", err=True)
+        raise typer.Exit(2) from None
     typer.echo(f"{len(dataset.notes)} notes, {len(dataset.questions)} questions")
     with eval_server(mongodb_url) as url:
         runs, info = asyncio.run(

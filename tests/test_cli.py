@@ -87,3 +87,31 @@ def test_users_create_prints_only_the_user_and_its_key(
     finally:
         client.drop_database(db_name)
         client.close()
+
+
+@pytest.mark.parametrize("args", [["users", "create", "eve"], ["indexes", "create"]])
+def test_an_unreachable_database_is_one_line_and_exit_2(tmp_path: Path, args: list[str]) -> None:
+    """users create and indexes create printed a 277-line traceback and exited 1 (found by
+    review); check and migrate already answered one line and exit 2."""
+    res = autonote(args, tmp_path, MONGODB_URL="mongodb://127.0.0.1:1/", MONGODB_TIMEOUT_MS="300")
+    assert res.returncode == 2, res.stderr[-500:]
+    assert "Traceback" not in res.stderr and "cannot use the database" in res.stderr
+    assert res.stdout == ""
+
+
+def test_eval_run_reports_bad_input_in_one_line(tmp_path: Path) -> None:
+    """A malformed dataset, an invalid setting and an unwritable --dump were tracebacks
+    (the last after the whole evaluation; found by review)."""
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text('{"id": "n1"}\n')
+    questions = tmp_path / "q.jsonl"
+    questions.write_text("not json\n")
+    cases = [
+        (["--notes", str(notes), "--questions", str(questions)], {}, "dataset problem"),
+        ([], {"CHUNKING_MAX_TOKENS": "abc"}, "CHUNKING_MAX_TOKENS"),
+        (["--dump", str(tmp_path / "missing" / "x.jsonl")], {}, "no folder"),
+    ]
+    for args, env, message in cases:
+        res = autonote(["eval", "run", *args], tmp_path, **env)
+        assert res.returncode == 2, (args, res.stderr[-400:])
+        assert "Traceback" not in res.stderr and message in res.stderr, res.stderr[-400:]
