@@ -119,6 +119,7 @@ def build_lifespan(settings: Settings):
                     else None
                 ),
                 rate_per_minute=settings.autonote_rate_limit_per_minute,
+                admin_guesses_per_minute=settings.autonote_admin_guesses_per_minute,
             )
             search, sync = await build_search(settings, db, embedder)
             if sync is not None:

@@ -90,6 +90,9 @@ class Settings(BaseSettings):
     autonote_max_tags: int = Field(50, ge=0, le=1000)
     autonote_max_tag_length: int = Field(64, ge=1, le=512)
     autonote_rate_limit_per_minute: int = Field(1200, ge=0)  # 0 disables
+    # Wrong admin tokens a client may send per minute (always limited: the admin token is
+    # typed by an operator and may be guessable).
+    autonote_admin_guesses_per_minute: int = Field(30, ge=1, le=1_000_000)
     autonote_create_default_user: bool = True
     autonote_metrics_token: SecretStr | None = None
     # Proxies whose X-Forwarded-For / X-Forwarded-Proto `serve` believes: comma-separated

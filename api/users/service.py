@@ -42,10 +42,6 @@ def parse_object_id(value: str) -> ObjectId | None:
 
 
 MAX_TRACKED_KEYS = 10_000
-# Wrong admin tokens a client may send per minute, whatever the per-key rate: it was that
-# rate (1 200 by default), and AUTONOTE_RATE_LIMIT_PER_MINUTE=0 switched the guessing limit
-# off with the per-key one (found by review).
-ADMIN_GUESSES_PER_MINUTE = 30
 
 
 @dataclass
@@ -115,14 +111,22 @@ class UsersService:
     """Creates users and keys; turns a bearer token into a `User`."""
 
     def __init__(
-        self, repo: UsersRepository, *, admin_token: str | None, rate_per_minute: int
+        self,
+        repo: UsersRepository,
+        *,
+        admin_token: str | None,
+        rate_per_minute: int,
+        admin_guesses_per_minute: int = 30,
     ) -> None:
         self._repo = repo
         self._admin_token = admin_token
         self._limiter = TokenBucket(rate_per_minute)
         # Wrong admin tokens, per client address: the token is chosen by an operator and
         # may be guessable, and no API key (hence no per-key limit) is involved.
-        guesses = ADMIN_GUESSES_PER_MINUTE
+        # Their own budget (AUTONOTE_ADMIN_GUESSES_PER_MINUTE), whatever the per-key rate:
+        # it was that rate (1 200 by default), and AUTONOTE_RATE_LIMIT_PER_MINUTE=0 switched
+        # the guessing limit off with the per-key one (found by review).
+        guesses = admin_guesses_per_minute
         self._admin_failures = TokenBucket(
             min(rate_per_minute, guesses) if rate_per_minute > 0 else guesses
         )

@@ -49,6 +49,7 @@ def served(mongo_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         "stateful",
         autonote_max_note_bytes=200_000,
         autonote_max_request_bytes=1_000_000,
+        autonote_admin_guesses_per_minute=1_000_000,  # it sends wrong tokens on purpose
     ) as app:
         yield app
 

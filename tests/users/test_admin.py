@@ -15,7 +15,7 @@ from pymongo import MongoClient
 from pymongo.errors import AutoReconnect
 from typer.testing import CliRunner
 
-from api.users.service import ADMIN_GUESSES_PER_MINUTE, MAX_TRACKED_KEYS, TokenBucket
+from api.users.service import MAX_TRACKED_KEYS, TokenBucket
 from tests.conftest import ADMIN_TOKEN, Api, running_app
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -190,12 +190,14 @@ async def test_admin_guessing_stays_limited_with_the_per_key_limit_off(make_sett
     guesses, then the right token worked (found by review). Guesses have their own budget."""
     async with running_app(make_settings(autonote_rate_limit_per_minute=0)) as api:
         statuses = []
-        for i in range(ADMIN_GUESSES_PER_MINUTE + 1):
+        guesses = api.container.settings.autonote_admin_guesses_per_minute
+        assert guesses == 30  # the default
+        for i in range(guesses + 1):
             r = await api.client.post(
                 "/v1/admin/users", json={"name": "x"}, headers={"Authorization": f"Bearer g{i}"}
             )
             statuses.append(r.status_code)
-        assert statuses[:-1] == [401] * ADMIN_GUESSES_PER_MINUTE and statuses[-1] == 429
+        assert statuses[:-1] == [401] * guesses and statuses[-1] == 429
         r = await api.client.post("/v1/admin/users", json={"name": "x"}, headers=ADMIN)
         assert r.status_code == 429
 
