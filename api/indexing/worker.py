@@ -209,8 +209,9 @@ class IndexWorkers:
         deadline was only checked between runs, so a 600-chunk note held its write for 73 s
         against a 3 s timeout (found by review). At the timeout a run that has started
         finishes in the background (stopping it threw its embeddings away: the note was
-        embedded twice), while one still waiting for a turn (at most `sync_runs` at once:
-        each timed-out write left one going) is dropped and the worker loops take the note.
+        embedded twice), while one still waiting for a turn (at most max(2, workers) run at
+        once: each timed-out write left one going) is dropped and the worker loops take the
+        note.
         """
         loop = asyncio.get_running_loop()
         started = asyncio.Event()
