@@ -5,14 +5,11 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from api.config import Settings, SettingsError, load_settings
-
-if TYPE_CHECKING:
-    pass
 
 app = typer.Typer(
     name="autonote",
@@ -209,13 +206,14 @@ def import_files(
             group = pending.pop(0)
             upload, sent = [], []
             for path in group:
-                problem = unsendable(path, upload_name(path, paths), settings)
+                name = upload_name(path, paths)
+                problem = unsendable(path, name, settings)
                 if problem is not None:
                     failed += 1
                     typer.echo(f"failed       {shown_path(path)}: {problem}")
                     continue
                 try:
-                    upload.append(("files", (upload_name(path, paths), path.read_bytes())))
+                    upload.append(("files", (name, path.read_bytes())))
                     sent.append(path)
                 except OSError as exc:
                     failed += 1

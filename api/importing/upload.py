@@ -3,11 +3,11 @@ one batch is posted (the server side is `api.notes.imports`)."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
+from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_attempt
 
 from api.config import Settings
 
@@ -42,15 +42,22 @@ def post_import(
     client: httpx.Client, upload: list[Any], data: dict[str, Any] | None, timeout: httpx.Timeout
 ) -> httpx.Response:
     """POST one batch; a 429 (refused before anything is read or stored) is retried after
-    its Retry-After, up to 5 times, instead of failing the batch (found by review)."""
-    for _ in range(5):
-        resp = client.post("/v1/notes/import", files=upload, data=data, timeout=timeout)
-        if resp.status_code != 429:
-            return resp
-        wait = min(60.0, float(resp.headers.get("retry-after") or 1))
+    its Retry-After, up to 5 posts in all, instead of failing the batch (found by review);
+    the last answer is returned whatever it is."""
+
+    def retry_after(state: RetryCallState) -> float:
+        resp = state.outcome.result() if state.outcome is not None else None
+        wait = min(60.0, float(resp.headers.get("retry-after") or 1)) if resp else 1.0
         typer.echo(f"autonote: rate limited; retrying in {wait:g} s", err=True)
-        time.sleep(wait)
-    return resp
+        return wait
+
+    retrying = Retrying(
+        retry=retry_if_result(lambda resp: resp.status_code == 429),
+        wait=retry_after,
+        stop=stop_after_attempt(5),
+        retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
+    )
+    return retrying(client.post, "/v1/notes/import", files=upload, data=data, timeout=timeout)
 
 
 def import_batches(files: list[Path], max_files: int, max_bytes: int) -> list[list[Path]]:

@@ -84,17 +84,16 @@ class MigrationNotes:
         update in `_id` order; returns how many notes changed. Title, content, tags and
         index state are never written. In batches: one update over a large collection
         outlived the client's socket timeout (found by review)."""
+        legacy, update = shape_filter(selection), shape_update(now)
         changed, after = 0, None
         while True:
-            query = shape_filter(selection)
-            if after is not None:
-                query = {"$and": [query, {"_id": {"$gt": after}}]}
+            query = legacy if after is None else {"$and": [legacy, {"_id": {"$gt": after}}]}
             cursor = self.collection.find(query, {"_id": 1}).sort("_id", 1).limit(batch)
             ids = [doc["_id"] async for doc in cursor]
             if not ids:
                 return changed
             result = await self.collection.update_many(
-                {"$and": [{"_id": {"$in": ids}}, shape_filter(selection)]}, shape_update(now)
+                {"$and": [{"_id": {"$in": ids}}, legacy]}, update
             )
             changed += result.modified_count
             after = ids[-1]

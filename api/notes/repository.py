@@ -289,11 +289,10 @@ class NotesSearchQueries:
         async for doc in cursor:
             yield doc
 
-    async def count_active(self, author_id: ObjectId, query: dict[str, Any], *, limit: int) -> int:
-        """How many of the author's active notes match `query`, counting at most `limit`."""
-        return await self.collection.count_documents(
-            {"author_id": author_id, "status": ACTIVE, **query}, limit=limit
-        )
+    async def count_active(self, query: dict[str, Any], *, limit: int) -> int:
+        """How many notes match `query` (an author's active ones: `notes_filter_query`),
+        counting at most `limit`."""
+        return await self.collection.count_documents(query, limit=limit)
 
     async def recent_for_author(
         self, author_id: ObjectId, *, limit: int, query: dict[str, Any] | None = None

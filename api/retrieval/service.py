@@ -20,6 +20,7 @@ from api.errors import ServiceUnavailable
 from api.notes.repository import NotesSearchQueries
 from api.notes.stored import note_content, note_tags, note_title, note_updated_at
 from api.notes.versioning import whole_version
+from api.retrieval.atlas_pipelines import notes_filter_query
 from api.retrieval.backends import Mode, QueryVector, SearchBackend
 from api.retrieval.fusion import fuse_chunk_lists
 from api.retrieval.grouping import (
@@ -229,10 +230,8 @@ class RetrievalService:
             deeper = min(k * DEEPEN_FACTOR, MAX_CANDIDATES)
             if len(results) >= limit or not full or deeper < 2 * k:
                 break
-            more = _notes_filter(filters)
-            if await self.notes.count_active(author_id, more, limit=len(results) + 1) <= len(
-                results
-            ):
+            more = _notes_filter(author_id, filters)
+            if await self.notes.count_active(more, limit=len(results) + 1) <= len(results):
                 break
             k = deeper
             log.info("search.deepened", k=k, notes=len(results), limit=limit)
@@ -258,7 +257,7 @@ class RetrievalService:
         self, author_id: ObjectId, query: str, limit: int, filters: SearchFilters, started: float
     ) -> SearchOutcome:
         """CHUNKING_ENABLED=false: whole notes, ranked by term frequency (the rollback)."""
-        mongo = _notes_filter(filters)
+        mongo = _notes_filter(author_id, filters)
         docs = await self.notes.recent_for_author(author_id, limit=NOTE_LEVEL_SCAN, query=mongo)
         results = note_level_results(docs, query, limit)
         took = round((time.perf_counter() - started) * 1000, 2)
@@ -343,16 +342,13 @@ class RetrievalService:
         )
 
 
-def _notes_filter(filters: SearchFilters) -> dict[str, Any]:
-    """The user filters as a `notes` query (beside the author and active status)."""
-    mongo: dict[str, Any] = {}
-    if filters.tags is not None:
-        mongo["tags"] = {"$in": filters.tags}
-    if filters.note_ids is not None:
-        mongo["_id"] = {"$in": [ObjectId(n) for n in filters.note_ids]}
-    if filters.updated_after is not None:
-        mongo["updated_at"] = {"$gt": filters.updated_after}
-    return mongo
+def _notes_filter(author_id: ObjectId, filters: SearchFilters) -> dict[str, Any]:
+    """The author's active notes passing the user filters, as a `notes` query (the one the
+    Atlas backend runs for `updated_after`)."""
+    note_ids = None if filters.note_ids is None else [ObjectId(n) for n in filters.note_ids]
+    return notes_filter_query(
+        author_id, updated_after=filters.updated_after, tags=filters.tags, note_ids=note_ids
+    )
 
 
 _WORD = re.compile(r"\w+", re.UNICODE)
