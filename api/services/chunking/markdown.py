@@ -20,6 +20,7 @@ import pyromark
 from api.services.chunking.data_uri import mask_data_uris
 from api.services.chunking.finish import Crumb, Finisher, settle
 from api.services.chunking.models import MarkdownChunk
+from api.services.chunking.packing import DEFAULT_TARGET_SHARE
 from api.services.chunking.parse import Document, heading_text, parse
 from api.services.chunking.pieces import Limits, Piece
 from api.services.chunking.split import Splitter
@@ -28,7 +29,9 @@ from api.services.chunking.token_index import TokenIndex
 from api.services.chunking.tokenizer import Tokenizer, default_tokenizer
 
 # Bump when the algorithm changes in a way that can change any chunk.
-ALGORITHM_REVISION = 5  # 4: chunks carry section_index; 5: data: URI payloads not embedded
+# 4: chunks carry section_index; 5: data: URI payloads not embedded; 6: cuts of a split
+# section move to where the text changes topic (`cohesion`).
+ALGORITHM_REVISION = 6
 DEFAULT_MAX_INPUT_TOKENS = 8191  # OpenAI text-embedding-3-*
 
 
@@ -162,8 +165,13 @@ class MarkdownChunker(ChunkerBase):
     - `table_max_tokens`: tables up to this size stay whole; larger ones are cut by rows.
     - `target_chunk_tokens`: when a section must be split, the size its pieces aim at
       (≤ `max_chunk_tokens`, which stays the hard bound: a paragraph up to it is never
-      cut). None (default) aims at the limit itself: a split section then gives pieces
-      between about half the limit and the limit, depending on its length.
+      cut). None (default): 2/3 of the limit (`packing.DEFAULT_TARGET_SHARE`), which
+      leaves every cut room to move half a piece either way (below) without a piece
+      passing the limit. `max_chunk_tokens` itself gives pieces between about half the
+      limit and the limit, cut at the boundary nearest the balanced position.
+    - `cohesive_cuts`: each cut of a split section goes to the boundary near its balanced
+      position where the text on either side shares the fewest informative tokens
+      (`cohesion`: a topic shift), instead of the nearest boundary.
     """
 
     def __init__(
@@ -176,6 +184,7 @@ class MarkdownChunker(ChunkerBase):
         max_input_tokens: int | None = None,
         table_max_tokens: int = 4096,
         target_chunk_tokens: int | None = None,
+        cohesive_cuts: bool = True,
     ) -> None:
         super().__init__(
             max_chunk_tokens,
@@ -188,16 +197,25 @@ class MarkdownChunker(ChunkerBase):
         if target_chunk_tokens is not None and not 1 <= target_chunk_tokens <= max_chunk_tokens:
             raise ValueError("target_chunk_tokens must be in [1, max_chunk_tokens]")
         self.target_chunk_tokens = target_chunk_tokens
+        self.cohesive_cuts = cohesive_cuts
 
     @property
     def version(self) -> str:
-        """As `ChunkerBase.version`, plus the target when one is set."""
+        """As `ChunkerBase.version`, plus the target when one is set and the cut rule."""
         target = self.target_chunk_tokens
-        return super().version if target is None else f"{super().version}:target{target}"
+        version = super().version if target is None else f"{super().version}:target{target}"
+        return version if self.cohesive_cuts else f"{version}:nearest-cuts"
 
     def _chunk(self, note_content: str, note_title: str) -> list[MarkdownChunk]:
         src, doc, index, finisher = self._prepare(note_content)
-        splitter = Splitter(doc, index, self.min_chunk_tokens, self.target_chunk_tokens)
+        splitter = Splitter(
+            doc,
+            index,
+            self.min_chunk_tokens,
+            self.target_chunk_tokens,
+            share=DEFAULT_TARGET_SHARE,
+            cohesive=self.cohesive_cuts,
+        )
         title = clean_title(note_title)
         crumbs: list[Crumb] = []
         pieces: list[Piece] = []

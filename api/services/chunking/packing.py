@@ -8,9 +8,21 @@ position `toks[k]` of each boundary (non-decreasing), so a group i..j costs
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Sequence
 from math import ceil
 
 import numpy as np
+
+# A cut may move this share of a group's size away from the balanced position to land
+# where the text changes topic, at a cost of COHESION_DRIFT_COST per group size moved
+# (cohesion runs from 0 to 1). Chosen on the Chroma evaluation (BENCHMARKS.md chunk_quality).
+COHESION_REACH = 0.5
+COHESION_DRIFT_COST = 0.5
+# The default target as a share of the limit: limit / (1 + COHESION_REACH), the largest
+# ideal size from which a cut can still move the full reach later without passing the limit.
+DEFAULT_TARGET_SHARE = 1 / (1 + COHESION_REACH)
+
+Cohesion = Callable[[Sequence[int]], Sequence[float] | None]
 
 
 def group_count(total: int, limit: int, target: int) -> int:
@@ -20,7 +32,12 @@ def group_count(total: int, limit: int, target: int) -> int:
     return max(ceil(total / limit), int(total / target + 0.5), 1)
 
 
-def pack(toks: list[int], limit: int, target: int | None = None) -> list[tuple[int, int]]:
+def pack(
+    toks: list[int],
+    limit: int,
+    target: int | None = None,
+    cohesion: Cohesion | None = None,
+) -> list[tuple[int, int]]:
     """Group pieces 0..n-1 (boundaries `toks`, length n+1) into consecutive ranges (i, j).
 
     Every range costs ≤ `limit`, except a single piece that alone exceeds it (the caller
@@ -31,6 +48,11 @@ def pack(toks: list[int], limit: int, target: int | None = None) -> list[tuple[i
     limit stays the hard bound (a piece up to it is never cut), the target only decides
     how many groups a run becomes, so group sizes do not swing between limit / 2 and
     limit with the run's length.
+
+    `cohesion(toks)` (asked once, only if the run is cut at all) gives the lexical cohesion
+    at every boundary (`cohesion.Cohesion`); each cut then goes to the boundary within
+    COHESION_REACH of a group's size from the ideal position that minimises cohesion plus
+    COHESION_DRIFT_COST × the distance moved (in group sizes), still within the limit.
     """
     n = len(toks) - 1
     if n <= 0:
@@ -42,6 +64,8 @@ def pack(toks: list[int], limit: int, target: int | None = None) -> list[tuple[i
         diffs = np.diff(np.asarray(toks, dtype=np.int64))
         oversized = np.flatnonzero(diffs > limit).tolist()
     groups: list[tuple[int, int]] = []
+    scores: Sequence[float] | None = None
+    asked = cohesion is None
     i = 0
     while i < n:
         k = bisect_left(oversized, i)
@@ -65,6 +89,46 @@ def pack(toks: list[int], limit: int, target: int | None = None) -> list[tuple[i
             j = j_max
         elif j > i + 1 and toks[j] - ideal > ideal - toks[j - 1]:
             j -= 1
+        if not asked and cohesion is not None:
+            scores, asked = cohesion(toks), True
+        if scores is not None:
+            j = _cohesive_cut(
+                toks, scores, ideal, remaining / count, t0 + limit, (i + 1, run_end), j
+            )
         groups.append((i, j))
         i = j
     return groups
+
+
+def _cohesive_cut(
+    toks: list[int],
+    scores: Sequence[float],
+    ideal: float,
+    size: float,
+    cap: int,
+    between: tuple[int, int],
+    j: int,
+) -> int:
+    """The boundary with index in [`between`], within COHESION_REACH × size of `ideal` and
+    at most `cap`, with the least cohesion + drift cost; `j` (the nearest boundary) on a
+    tie, or when no boundary is in reach.
+
+    The reach is the same on both sides: where the limit leaves less room above the ideal
+    than below it, cuts would otherwise drift early on average and make more, smaller
+    pieces than `group_count` planned. A target of 2/3 of the limit leaves the full reach
+    (`DEFAULT_TARGET_SHARE`); a target at the limit leaves none (the cut is the nearest)."""
+    reach = min(COHESION_REACH * size, cap - ideal)
+    if reach <= 0:
+        return j
+    lo, hi = between
+    drift = COHESION_DRIFT_COST / size
+    best, best_cost = j, float("inf")
+    if abs(toks[j] - ideal) <= reach:
+        best_cost = scores[j] + drift * abs(toks[j] - ideal)
+    for c in range(bisect_left(toks, ideal - reach, lo, hi + 1), hi + 1):
+        if toks[c] > ideal + reach:
+            break
+        cost = scores[c] + drift * abs(toks[c] - ideal)
+        if cost < best_cost:
+            best, best_cost = c, cost
+    return best

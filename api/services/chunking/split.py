@@ -37,9 +37,16 @@ class Splitter(TextSplitter):
     """Splits the sections of one parsed note (see module docstring)."""
 
     def __init__(
-        self, doc: Document, index: TokenIndex, min_tokens: int, target: int | None = None
+        self,
+        doc: Document,
+        index: TokenIndex,
+        min_tokens: int,
+        target: int | None = None,
+        *,
+        share: float = 1.0,
+        cohesive: bool = False,
     ) -> None:
-        super().__init__(doc.src, index, target)
+        super().__init__(doc.src, index, target, share=share, cohesive=cohesive)
         self.doc = doc
         self.min_tokens = min_tokens
 
@@ -120,7 +127,7 @@ class Splitter(TextSplitter):
         bounds = [*points, b]
         toks: list[int] = self.index.at(bounds).tolist()
         out: list[Piece] = []
-        for i, j in pack(toks, limit, self.target_for(limit)):
+        for i, j in pack(toks, limit, self.target_for(limit), self.cohesion):
             lo, hi = bounds[i], bounds[j]
             first = owners[i]
             if j == i + 1 and (

@@ -28,10 +28,22 @@ CODE_LINES = ("line", "word", "token")
 class TextSplitter:
     """Text-level splitting of byte spans of one note."""
 
-    def __init__(self, src: SourceText, index: TokenIndex, target: int | None = None) -> None:
+    def __init__(
+        self,
+        src: SourceText,
+        index: TokenIndex,
+        target: int | None = None,
+        *,
+        share: float = 1.0,
+        cohesive: bool = False,
+    ) -> None:
+        """`target`: the size prose is packed towards; None: `share` of the limit in effect.
+        `cohesive`: cuts move to where the text changes topic (`packing.pack`)."""
         self.src = src
         self.index = index
-        self.target = target  # size prose is packed towards (None: the limit)
+        self.target = target
+        self.share = share
+        self.cohesion = index.cohesion if cohesive else None
         self._cuts = {
             "sentence_line": lambda a, b: src.sentence_cuts(a, b, at_line_start=True),
             "sentence": src.sentence_cuts,
@@ -41,7 +53,9 @@ class TextSplitter:
 
     def target_for(self, limit: int) -> int | None:
         """The size to aim at for prose under `limit` (None: the limit itself)."""
-        return None if self.target is None else min(self.target, limit)
+        if self.target is not None:
+            return min(self.target, limit)
+        return None if self.share >= 1 else max(1, round(limit * self.share))
 
     def ranges(
         self,
@@ -62,7 +76,7 @@ class TextSplitter:
             bounds: list[int] = np.concatenate(([a], cuts, [b])).tolist()
             toks: list[int] = self.index.at(bounds).tolist()
             out: list[tuple[int, int]] = []
-            for i, j in pack(toks, limit, target):
+            for i, j in pack(toks, limit, target, self.cohesion):
                 if j == i + 1 and toks[j] - toks[i] > limit:
                     out.extend(
                         self.ranges(bounds[i], bounds[j], limit, levels[depth + 1 :], target)

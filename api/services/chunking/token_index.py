@@ -38,6 +38,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from api.services.chunking.cohesion import Cohesion
 from api.services.chunking.text import SourceText
 from api.services.chunking.tokenizer import (
     HuggingFaceTokenizer,
@@ -60,7 +61,10 @@ T = TypeVar("T")
 class TokenIndex:
     """Token positions in one note's text (see module docstring)."""
 
-    __slots__ = ("_ends", "_ends_list", "_ratio", "_runs", "_safe", "src", "tokenizer", "total")
+    __slots__ = (
+        "_cohesion", "_ends", "_ends_list", "_ids", "_ratio", "_runs", "_safe", "src",
+        "tokenizer", "total",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -79,6 +83,7 @@ class TokenIndex:
         # counted on its own, since its in-context count depends on where the note was cut.
         self._runs: tuple[np.ndarray, np.ndarray] | None = None
         self._ratio = 0.0
+        self._cohesion: Cohesion | None = None
         ends: np.ndarray | None = None
         if isinstance(tokenizer, TiktokenTokenizer):
             runs = long_whitespace_runs(src.text)
@@ -91,7 +96,9 @@ class TokenIndex:
             if tokenizer.name in _BOUNDARY_ENCODINGS and len(src.arr) > 1:
                 self._safe = universal_boundaries(src.arr) if safe is None else safe
         elif isinstance(tokenizer, HuggingFaceTokenizer):
-            ends = src.byte_offsets(tokenizer.token_char_ends(src.text))
+            ids, char_ends = tokenizer.ids_and_char_ends(src.text)
+            ends = src.byte_offsets(char_ends)
+        self._ids = ids  # kept for `cohesion` (None: a tokenizer without ids or positions)
         self._ends = ends
         if ends is None:
             # Unknown tokenizer: estimates scale with bytes; exact counts stay exact.
@@ -143,6 +150,15 @@ class TokenIndex:
             pending = later.cancel()
         second = tokenizer.encode_array(text[cut:]) if pending else later.result()
         return cls(tokenizer, src, ids=np.concatenate((first, second)), safe=safe), result
+
+    def cohesion(self, tokens: Sequence[int]) -> list[float] | None:
+        """Lexical cohesion (`cohesion.Cohesion`) at each of the sorted token positions
+        `tokens`, within [tokens[0], tokens[-1]); None when the tokenizer gives no ids."""
+        if self._ids is None or self._ends is None:
+            return None
+        if self._cohesion is None:
+            self._cohesion = Cohesion(self._ids)
+        return self._cohesion.similarity(tokens)
 
     def at(self, positions: np.ndarray | Sequence[int]) -> np.ndarray:
         """Estimated number of tokens before each byte position (non-decreasing)."""

@@ -331,15 +331,22 @@ class HuggingFaceTokenizer:
 
     def token_char_ends(self, text: str) -> np.ndarray:
         """End character offset of every token of `text` (for position estimates)."""
+        return self.ids_and_char_ends(text)[1]
+
+    def ids_and_char_ends(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """The token ids of `text` and the end character offset of each token."""
+        ids: list[np.ndarray] = []
         ends: list[np.ndarray] = []
         base = 0
         for segment, enc in self._encodings(self._segments(text)):
             if enc.offsets:
+                ids.append(np.asarray(enc.ids, dtype=np.int64))
                 ends.append(np.fromiter((e for _, e in enc.offsets), dtype=np.int64) + base)
             base += len(segment)
         if not ends:
-            return np.zeros(0, dtype=np.int64)
-        return np.maximum.accumulate(np.concatenate(ends))
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty
+        return np.concatenate(ids), np.maximum.accumulate(np.concatenate(ends))
 
     def split_at_tokens(self, text: str, max_tokens: int) -> list[str]:
         return split_verified(text, max_tokens, count_batch=self.count_batch, windows=self._windows)
