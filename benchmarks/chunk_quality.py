@@ -6,12 +6,15 @@ per question by cosine similarity are scored with the report's character-range r
 precision and IoU (see `benchmarks.chroma_eval`). Scores are given for retrieval within the
 question's corpus (the brief's protocol) and over all corpora at once (the report's code).
 
-Chunkers: ours at 200 word pieces (the local model's tokenizer), embedding `embedding_text`
-as indexing does, titled (the corpus id as the note title) and untitled (the chunk alone, as
-the report embeds it); ours packed towards 120 tokens, at 200 cl100k tokens, at 160/180/
-250/300 word pieces; the in-run baseline RecursiveCharacterTextSplitter 200/0 with a
-tiktoken length function and the Chroma repo's separators (its RecursiveTokenChunker); and
-fixed 200-token cl100k windows (the report's TokenTextSplitter/FixedTokenChunker).
+Chunkers: ours at 200 word pieces (the local model's tokenizer) with the shipped defaults
+(pieces of a split section aimed at 2/3 of the limit, cuts where the text changes topic),
+embedding `embedding_text` as indexing does: untitled (the chunk alone, as the report embeds
+it: the corpora have no titles) and titled (the corpus id as the note title); the same with
+nearest-boundary cuts, and revision 5's packing (aimed at the limit), as ablations; ours at
+200 cl100k tokens, at 160 and 250 word pieces, and packed towards 120 and 140; the in-run
+baseline RecursiveCharacterTextSplitter 200/0 with a tiktoken length function and the
+Chroma repo's separators (its RecursiveTokenChunker); and fixed 200-token cl100k windows
+(the report's TokenTextSplitter/FixedTokenChunker).
 Embeddings are cached per chunker in benchmarks/.data/ (key includes a hash of the texts).
 
 Reproduce: `.venv/bin/python -m benchmarks.chunk_quality` (add `--no-write` to only print).
@@ -34,12 +37,14 @@ from benchmarks.chroma_eval import Question, Span, evaluate, load_corpora, load_
 from benchmarks.chunk_quality_report import (
     BASELINE,
     OURS,
-    OURS_TARGET,
-    OURS_TARGET_UNTITLED,
-    OURS_UNTITLED,
+    OURS_NEAREST,
+    OURS_NEAREST_TITLED,
+    OURS_R5,
+    OURS_TITLED,
     SWEEP_TARGETS,
     Result,
     render,
+    size_label,
     target_label,
 )
 from benchmarks.common import (
@@ -89,10 +94,12 @@ def ours_spans(
     max_input_tokens: int,
     target: int | None = None,
     titled: bool = True,
+    cohesive: bool = True,
 ) -> SpanMaker:
     """Our chunker, embedding `embedding_text` as indexing does. `titled`: the corpus id
     (underscores → spaces) is the note title, which starts every chunk's embedded text;
-    otherwise the title is empty and the embedded text is the chunk alone."""
+    otherwise the title is empty and the embedded text is the chunk alone. `target` and
+    `cohesive` as `MarkdownChunker`'s `target_chunk_tokens` and `cohesive_cuts`."""
     from api.services.chunking import MarkdownChunker
 
     chunker = MarkdownChunker(
@@ -100,6 +107,7 @@ def ours_spans(
         tokenizer=tokenizer,
         max_input_tokens=max_input_tokens,
         target_chunk_tokens=target,
+        cohesive_cuts=cohesive,
     )
 
     def make(corpus_id: str, text: str) -> list[Span]:
@@ -218,54 +226,32 @@ def evaluate_chunker(
     )
 
 
-# The float32 run is slow (numpy BERT): only the acceptance rows and the in-run baseline.
-FP32_LABELS = frozenset({OURS, OURS_UNTITLED, OURS_TARGET, OURS_TARGET_UNTITLED, BASELINE})
+# The float32 run is slow (numpy BERT): only the acceptance rows, the cut ablation and the
+# in-run baseline.
+FP32_LABELS = frozenset({OURS, OURS_TITLED, OURS_NEAREST, OURS_NEAREST_TITLED, BASELINE})
 
 
 def default_specs(embedder: Any) -> list[ChunkerSpec]:
-    """The chunkers the brief asks for, ours first."""
+    """The chunkers the brief asks for, ours first (shipped defaults, then ablations)."""
     from api.services.chunking.tokenizer import tiktoken_tokenizer
 
     local, limit = embedder.tokenizer, embedder.max_input_tokens
     cl100k = tiktoken_tokenizer("cl100k_base")
+
+    def ours(label: str, size: int = 200, truncate: bool = False, **kw: Any) -> ChunkerSpec:
+        tokenizer = kw.pop("tokenizer", local)
+        return ChunkerSpec(label, lambda: ours_spans(size, tokenizer, limit, **kw), truncate)
+
     return [
-        ChunkerSpec(OURS, lambda: ours_spans(200, local, limit), False),
-        ChunkerSpec(OURS_UNTITLED, lambda: ours_spans(200, local, limit, titled=False), False),
-        ChunkerSpec("ours 200 (cl100k)", lambda: ours_spans(200, cl100k, limit), True),
-        ChunkerSpec("ours 250 (MiniLM word pieces)", lambda: ours_spans(250, local, limit), False),
-        ChunkerSpec("ours 300 (MiniLM word pieces)", lambda: ours_spans(300, local, limit), False),
-        # Diagnostic: 180 word pieces gives the same chunk count/mean size as the baseline
-        # (≈ 2 380 chunks, ≈ 138 cl100k tokens), isolating boundary quality from chunk size.
-        ChunkerSpec(
-            "ours 180 (MiniLM, size-matched to baseline)",
-            lambda: ours_spans(180, local, limit),
-            False,
-        ),
-        ChunkerSpec(
-            "ours 160 (MiniLM word pieces, smaller than baseline)",
-            lambda: ours_spans(160, local, limit),
-            False,
-        ),
-        # Same hard limit (200), split sections packed towards a smaller target size.
-        ChunkerSpec(OURS_TARGET, lambda: ours_spans(200, local, limit, target=120), False),
-        ChunkerSpec(
-            OURS_TARGET_UNTITLED,
-            lambda: ours_spans(200, local, limit, target=120, titled=False),
-            False,
-        ),
-        # The rest of the target sweep (120 above): is there a target that meets both
-        # numbers in the report's all-corpora scope? (`_target_sweep` in the report.)
-        *(
-            ChunkerSpec(
-                target_label(target, titled),
-                lambda target=target, titled=titled: ours_spans(
-                    200, local, limit, target=target, titled=titled
-                ),
-                False,
-            )
-            for target in SWEEP_TARGETS
-            for titled in (True, False)
-        ),
+        ours(OURS, titled=False),
+        ours(OURS_TITLED, titled=True),
+        ours(OURS_NEAREST, titled=False, cohesive=False),
+        ours(OURS_NEAREST_TITLED, titled=True, cohesive=False),
+        # Revision 5's default: pieces aimed at the limit, nearest-boundary cuts.
+        ours(OURS_R5, titled=False, target=200, cohesive=False),
+        ours("ours 200 (cl100k tokens), untitled", truncate=True, tokenizer=cl100k, titled=False),
+        *(ours(size_label(size), size, titled=False) for size in (160, 250)),
+        *(ours(target_label(t), titled=False, target=t) for t in SWEEP_TARGETS),
         ChunkerSpec(BASELINE, recursive_token_spans, True),
         ChunkerSpec("fixed 200-token cl100k windows (in-run)", fixed_token_spans, True),
     ]

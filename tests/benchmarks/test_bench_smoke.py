@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks import chunk_quality, common
+from benchmarks import chunk_quality, chunk_quality_report, common
 from benchmarks.baseline_regex_chunker import BaselineRegexChunker
 from benchmarks.chroma_eval import (
     Question,
@@ -256,7 +256,7 @@ def test_chunk_quality_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     specs = [
         s
         for s in chunk_quality.default_specs(embedder)
-        if s.label.startswith(("ours 200 (MiniLM", "RecursiveCharacter"))
+        if s.label in (chunk_quality_report.OURS, chunk_quality_report.BASELINE)
     ]
     results = [
         chunk_quality.evaluate_chunker(s, corpora, questions, qvecs, embedder, count) for s in specs

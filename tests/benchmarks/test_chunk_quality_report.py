@@ -8,12 +8,15 @@ from benchmarks.chroma_eval import Scores
 from benchmarks.chunk_quality_report import (
     BASELINE,
     OURS,
-    OURS_TARGET_UNTITLED,
-    OURS_UNTITLED,
+    OURS_NEAREST,
+    OURS_R5,
+    OURS_TITLED,
     Result,
+    _size_sweep,
     _target_sweep,
     acceptance_lines,
     render,
+    size_label,
     target_label,
 )
 
@@ -49,9 +52,9 @@ def test_verdicts_use_both_targets_and_carry_intervals() -> None:
     passing = [(0.75, 0.07, 0.06), (0.77, 0.07, 0.08)] * 20
     # Same recall, IoU mean 0.06 → FAIL on IoU alone.
     iou_short = [(0.75, 0.06, 0.05), (0.77, 0.06, 0.07)] * 20
-    lines = acceptance_lines([_result(OURS, passing), _result(OURS_UNTITLED, iou_short)])
-    ok = _line(lines, "all-corpora", "default packing), titled")
-    assert ok.endswith("**PASS**.") and "titled: recall 76.0 (95 % CI " in ok and "IoU 7.0" in ok
+    lines = acceptance_lines([_result(OURS, passing), _result(OURS_TITLED, iou_short)])
+    ok = _line(lines, "all-corpora", "defaults), untitled")
+    assert ok.endswith("**PASS**.") and "untitled: recall 76.0 (95 % CI " in ok and "IoU 7.0" in ok
     lo, hi = (
         float(x)
         for x in re.search(
@@ -59,11 +62,11 @@ def test_verdicts_use_both_targets_and_carry_intervals() -> None:
         ).groups()
     )
     assert 75.0 < lo < 76.0 < hi < 77.0  # the interval brackets the mean, inside the data
-    assert _line(lines, "all-corpora", "untitled").endswith("**FAIL**.")
-    assert "Title effect" in _line(lines, "Title effect") and "IoU 7.0 vs 6.0" in lines[-1]
+    assert _line(lines, "all-corpora", "defaults), titled").endswith("**FAIL**.")
+    assert "IoU 7.0 vs 6.0" in _line(lines, "Title effect")
 
 
-def test_paired_difference_against_the_in_run_baseline() -> None:
+def test_paired_difference_against_the_in_run_baseline_and_between_variants() -> None:
     base = [(0.70, 0.05, 0.05), (0.80, 0.05, 0.06)] * 10
     # Better by exactly 2 recall points and 1 IoU point on every question: a zero-width
     # interval; the titled default is 1 point worse on recall on every question.
@@ -71,15 +74,21 @@ def test_paired_difference_against_the_in_run_baseline() -> None:
     worse = [(r - 0.01, p, i) for r, p, i in base]
     lines = acceptance_lines(
         [
-            _result(OURS, worse),
-            _result(OURS_TARGET_UNTITLED, ours),
+            _result(OURS, ours),
+            _result(OURS_TITLED, worse),
+            _result(OURS_NEAREST, base),
+            _result(OURS_R5, worse),
             _result(BASELINE, base),
         ]
     )
     diff = _line(lines, "Ours minus the in-run baseline on the same 20 questions")
-    assert "CHUNKING_TARGET_TOKENS=120, untitled: recall +2.0 (+2.0 to +2.0), IoU +1.0" in diff
-    assert "(default packing), titled: recall -1.0 (-1.0 to -1.0), IoU +0.0" in diff
+    assert "(shipped defaults), untitled: recall +2.0 (+2.0 to +2.0), IoU +1.0" in diff
+    assert "(shipped defaults), titled: recall -1.0 (-1.0 to -1.0), IoU +0.0" in diff
     assert "Reproduction" in _line(lines, "in-run baseline (same algorithm")
+    variants = _line(lines, "Our variants on the same questions")
+    assert "cohesive − nearest-boundary cuts, untitled: recall +2.0 (+2.0 to +2.0)" in variants
+    assert "shipped − r5 packing, untitled: recall +3.0 (+3.0 to +3.0), IoU +1.0" in variants
+    assert "cuts, titled" not in variants  # its nearest-cut row was not measured
 
 
 def test_render_has_every_row_and_the_published_ones() -> None:
@@ -90,23 +99,20 @@ def test_render_has_every_row_and_the_published_ones() -> None:
     assert "*untitled*: empty title" in text and "Chunker at abc." in text
 
 
-def test_target_sweep_names_the_targets_that_meet_both_numbers() -> None:
+def test_target_and_size_sweeps_name_what_meets_both_numbers() -> None:
     def flat(recall: float, iou: float) -> list[tuple[float, float, float]]:
         return [(recall, iou, iou)] * 4
 
     results = [
-        _result(target_label(110, True), flat(0.74, 0.072)),
-        _result(target_label(110, False), flat(0.76, 0.066)),  # meets both
-        _result(target_label(120, False), flat(0.757, 0.064)),  # IoU short
-        _result(target_label(130, True), flat(0.77, 0.060)),
+        _result(OURS, flat(0.76, 0.066)),  # meets both
+        _result(target_label(120), flat(0.757, 0.064)),  # IoU short
+        _result(target_label(140), flat(0.77, 0.060)),
+        _result(size_label(160), flat(0.74, 0.072)),
     ]
-    line = _line(_target_sweep(results), "Packing-target sweep")
-    assert "110: 74.0 / 7.2" in line and "110 untitled: 76.0 / 6.6" in line
-    assert line.endswith(
-        "meeting both targets: 110 untitled (chosen on the evaluation data "
-        "itself: read it as tuning, not as a held-out result)."
-    )
-    assert _line(_target_sweep(results[:1] + results[2:]), "Packing-target sweep").endswith(
-        "no target meets both numbers."
-    )
-    assert _target_sweep(results[:2]) == []  # one target alone is not a sweep
+    line = _line(_target_sweep(results), "Packing target at 200 tokens")
+    assert "120: 75.7 / 6.4; 133 (default): 76.0 / 6.6; 140: 77.0 / 6.0" in line
+    assert line.endswith("meeting both targets: 133.")
+    assert _line(_target_sweep(results[1:]), "Packing target").endswith("none meets both.")
+    assert _target_sweep(results[:1]) == []  # the default alone is not a sweep
+    sizes = _line(_size_sweep(results), "Chunk-size trade-off")
+    assert "160: 74.0 / 7.2; 200: 76.0 / 6.6" in sizes and sizes.endswith("both targets: [200].")

@@ -70,6 +70,17 @@ def heading_path(title: str, stack: list[tuple[int, str]]) -> list[str]:
     return [title, *texts] if title else texts
 
 
+def heading_bounds(doc: Document) -> list[int]:
+    """Byte offsets where each top-level heading starts and ends."""
+    blocks = doc.blocks
+    return [
+        pos
+        for bi in doc.top
+        if blocks[bi].kind == "heading"
+        for pos in (blocks[bi].start, blocks[bi].end)
+    ]
+
+
 class ChunkerBase:
     """Parameters, validation and the `chunking_version` shared by the strategies."""
 
@@ -208,6 +219,8 @@ class MarkdownChunker(ChunkerBase):
 
     def _chunk(self, note_content: str, note_title: str) -> list[MarkdownChunk]:
         src, doc, index, finisher = self._prepare(note_content)
+        if self.cohesive_cuts:  # topic windows stop at headings (asked for on first use)
+            index.set_barriers(lambda: heading_bounds(doc))
         splitter = Splitter(
             doc,
             index,

@@ -8,7 +8,7 @@ position `toks[k]` of each boundary (non-decreasing), so a group i..j costs
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from math import ceil
 
 import numpy as np
@@ -22,7 +22,10 @@ COHESION_DRIFT_COST = 0.5
 # ideal size from which a cut can still move the full reach later without passing the limit.
 DEFAULT_TARGET_SHARE = 1 / (1 + COHESION_REACH)
 
-Cohesion = Callable[[Sequence[int]], Sequence[float] | None]
+# Cohesion values at cell boundaries and the cell size in tokens (`cohesion.Cohesion.cells`),
+# asked for on the first cut that needs them: position t reads values[(t + grid // 2) // grid].
+Cells = tuple[list[float], int]
+Cohesion = Callable[[], Cells | None]
 
 
 def group_count(total: int, limit: int, target: int) -> int:
@@ -49,8 +52,8 @@ def pack(
     how many groups a run becomes, so group sizes do not swing between limit / 2 and
     limit with the run's length.
 
-    `cohesion(toks)` (asked once, only if the run is cut at all) gives the lexical cohesion
-    at every boundary (`cohesion.Cohesion`); each cut then goes to the boundary within
+    `cohesion()` gives the lexical cohesion of the note's token positions (`Cells`, asked
+    for on the first cut of a run); each cut then goes to the boundary within
     COHESION_REACH of a group's size from the ideal position that minimises cohesion plus
     COHESION_DRIFT_COST × the distance moved (in group sizes), still within the limit.
     """
@@ -64,8 +67,7 @@ def pack(
         diffs = np.diff(np.asarray(toks, dtype=np.int64))
         oversized = np.flatnonzero(diffs > limit).tolist()
     groups: list[tuple[int, int]] = []
-    scores: Sequence[float] | None = None
-    asked = cohesion is None
+    cells: Cells | None = None
     i = 0
     while i < n:
         k = bisect_left(oversized, i)
@@ -89,11 +91,11 @@ def pack(
             j = j_max
         elif j > i + 1 and toks[j] - ideal > ideal - toks[j - 1]:
             j -= 1
-        if not asked and cohesion is not None:
-            scores, asked = cohesion(toks), True
-        if scores is not None:
+        if cohesion is not None:
+            if cells is None:
+                cells = cohesion() or ([0.0], 1 << 62)  # no ids: every boundary alike
             j = _cohesive_cut(
-                toks, scores, ideal, remaining / count, t0 + limit, (i + 1, run_end), j
+                toks, cells, ideal, remaining / count, t0 + limit, (i + 1, run_end), j
             )
         groups.append((i, j))
         i = j
@@ -102,7 +104,7 @@ def pack(
 
 def _cohesive_cut(
     toks: list[int],
-    scores: Sequence[float],
+    cells: Cells,
     ideal: float,
     size: float,
     cap: int,
@@ -120,15 +122,18 @@ def _cohesive_cut(
     reach = min(COHESION_REACH * size, cap - ideal)
     if reach <= 0:
         return j
+    values, grid = cells
+    half, last = grid // 2, len(values) - 1
     lo, hi = between
     drift = COHESION_DRIFT_COST / size
     best, best_cost = j, float("inf")
     if abs(toks[j] - ideal) <= reach:
-        best_cost = scores[j] + drift * abs(toks[j] - ideal)
+        best_cost = values[min((toks[j] + half) // grid, last)] + drift * abs(toks[j] - ideal)
     for c in range(bisect_left(toks, ideal - reach, lo, hi + 1), hi + 1):
-        if toks[c] > ideal + reach:
+        t = toks[c]
+        if t > ideal + reach:
             break
-        cost = scores[c] + drift * abs(toks[c] - ideal)
+        cost = values[min((t + half) // grid, last)] + drift * abs(t - ideal)
         if cost < best_cost:
             best, best_cost = c, cost
     return best

@@ -8,12 +8,13 @@ splitter's target size (see `packing.pack`); code and table rows only towards th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from math import ceil
 from typing import Any
 
 import numpy as np
 
-from api.services.chunking.packing import pack
+from api.services.chunking.packing import Cells, pack
 from api.services.chunking.pieces import Piece
 from api.services.chunking.text import SourceText
 from api.services.chunking.token_index import TokenIndex
@@ -43,13 +44,18 @@ class TextSplitter:
         self.index = index
         self.target = target
         self.share = share
-        self.cohesion = index.cohesion if cohesive else None
+        # Worked out on the first cut that asks (`TokenIndex.cohesion`); None: nearest cuts.
+        self.cohesion: Callable[[], Cells | None] | None = self._cells if cohesive else None
         self._cuts = {
             "sentence_line": lambda a, b: src.sentence_cuts(a, b, at_line_start=True),
             "sentence": src.sentence_cuts,
             "line": src.line_cuts,
             "word": src.word_cuts,
         }
+
+    def _cells(self) -> Cells | None:
+        cohesion = self.index.cohesion()
+        return cohesion.cells() if cohesion is not None else None
 
     def target_for(self, limit: int) -> int | None:
         """The size to aim at for prose under `limit` (None: the limit itself)."""

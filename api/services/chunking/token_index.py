@@ -38,7 +38,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from api.services.chunking.cohesion import Cohesion
+from api.services.chunking.cohesion import Cohesion, word_tokens
 from api.services.chunking.text import SourceText
 from api.services.chunking.tokenizer import (
     HuggingFaceTokenizer,
@@ -62,8 +62,8 @@ class TokenIndex:
     """Token positions in one note's text (see module docstring)."""
 
     __slots__ = (
-        "_cohesion", "_ends", "_ends_list", "_ids", "_ratio", "_runs", "_safe", "src",
-        "tokenizer", "total",
+        "_barriers", "_cohesion", "_ends", "_ends_list", "_ids", "_ratio", "_runs", "_safe",
+        "src", "tokenizer", "total",
     )  # fmt: skip
 
     def __init__(
@@ -84,6 +84,7 @@ class TokenIndex:
         self._runs: tuple[np.ndarray, np.ndarray] | None = None
         self._ratio = 0.0
         self._cohesion: Cohesion | None = None
+        self._barriers: Callable[[], Sequence[int]] | None = None
         ends: np.ndarray | None = None
         if isinstance(tokenizer, TiktokenTokenizer):
             runs = long_whitespace_runs(src.text)
@@ -151,14 +152,22 @@ class TokenIndex:
         second = tokenizer.encode_array(text[cut:]) if pending else later.result()
         return cls(tokenizer, src, ids=np.concatenate((first, second)), safe=safe), result
 
-    def cohesion(self, tokens: Sequence[int]) -> list[float] | None:
-        """Lexical cohesion (`cohesion.Cohesion`) at each of the sorted token positions
-        `tokens`, within [tokens[0], tokens[-1]); None when the tokenizer gives no ids."""
+    def set_barriers(self, positions: Callable[[], Sequence[int]]) -> None:
+        """Byte positions (the note's headings) that `cohesion`'s windows never cross,
+        given as a function: they are only needed if some section is split."""
+        self._barriers = positions
+        self._cohesion = None
+
+    def cohesion(self) -> Cohesion | None:
+        """The note's lexical cohesion (`cohesion.Cohesion`, worked out on its first use);
+        None when the tokenizer gives no token ids."""
         if self._ids is None or self._ends is None:
             return None
         if self._cohesion is None:
-            self._cohesion = Cohesion(self._ids)
-        return self._cohesion.similarity(tokens)
+            positions = self._barriers() if self._barriers is not None else ()
+            barriers = self.at(positions) if len(positions) else ()
+            self._cohesion = Cohesion(self._ids, barriers, words=word_tokens(self.tokenizer))
+        return self._cohesion
 
     def at(self, positions: np.ndarray | Sequence[int]) -> np.ndarray:
         """Estimated number of tokens before each byte position (non-decreasing)."""

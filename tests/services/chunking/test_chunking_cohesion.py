@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
+from collections.abc import Callable
 
 import numpy as np
 from hypothesis import given, settings
@@ -16,22 +17,28 @@ from api.services.chunking.packing import COHESION_REACH, pack
 from tests.services.chunking.chunk_invariants import check_chunks
 
 
-def brute_similarity(ids: list[int], positions: list[int], window: int) -> list[float]:
+def brute_similarity(
+    ids: list[int], positions: list[int], window: int, barriers: list[int]
+) -> list[float]:
     """The definition, spelled out: cosine of the inverse-frequency-weighted sets of ids in
-    the `window` tokens before and after each position, clipped to the positions' range,
-    without ids that make up more than MAX_SHARE of all tokens and occur over MIN_KEPT times."""
+    the `window` tokens before and after each position, neither window crossing a barrier
+    (both hold tokens of t's segment only), without
+    ids that make up more than MAX_SHARE of all tokens and occur over MIN_KEPT times."""
     n = len(ids)
     counts = Counter(ids)
     kept = {i for i, c in counts.items() if c <= max(MIN_KEPT, n * MAX_SHARE)}
-    lo, hi = positions[0], positions[-1]
+
+    def segment(p: int) -> int:
+        return sum(1 for b in barriers if b <= p)
+
+    def weight(i: int) -> float:
+        return math.log(n / counts[i]) ** 2
+
     out = []
     for t in positions:
-        left = {i for i in ids[max(lo, t - window) : t] if i in kept}
-        right = {i for i in ids[t : min(hi, t + window)] if i in kept}
-
-        def weight(i: int) -> float:
-            return math.log(n / counts[i]) ** 2
-
+        left = {ids[p] for p in range(max(0, t - window), t) if segment(p) == segment(t)}
+        right = {ids[p] for p in range(t, min(n, t + window)) if segment(p) == segment(t)}
+        left, right = left & kept, right & kept
         dot = sum(weight(i) for i in left & right)
         norm = math.sqrt(sum(map(weight, left)) * sum(map(weight, right)))
         out.append(min(1.0, dot / norm) if norm else 0.0)
@@ -43,13 +50,71 @@ def brute_similarity(ids: list[int], positions: list[int], window: int) -> list[
     ids=st.lists(st.integers(0, 60), min_size=1, max_size=300),
     window=st.integers(1, 40),
     picks=st.lists(st.integers(0, 300), min_size=1, max_size=12),
+    cuts=st.lists(st.integers(0, 300), max_size=4),
 )
-def test_similarity_is_the_windowed_cosine(ids: list[int], window: int, picks: list[int]) -> None:
+def test_similarity_is_the_windowed_cosine(
+    ids: list[int], window: int, picks: list[int], cuts: list[int]
+) -> None:
     positions = sorted({min(p, len(ids)) for p in picks})
-    got = Cohesion(np.array(ids), window).similarity(positions)
-    want = brute_similarity(ids, positions, window)
+    barriers = sorted({min(c, len(ids)) for c in cuts})
+    got = Cohesion(np.array(ids), barriers, window=window, grid=1).similarity(positions)
+    want = brute_similarity(ids, positions, window, barriers)
     assert np.allclose(got, want, atol=1e-9), (got, want)
     assert all(0.0 <= x <= 1.0 for x in got)
+
+
+def brute_cells(
+    ids: list[int], positions: list[int], window: int, barriers: list[int], grid: int
+) -> list[float]:
+    """The same on the note read in cells of `grid` tokens: windows of window // grid
+    cells, positions and barriers at the nearest cell boundary."""
+    n = len(ids)
+    counts = Counter(ids)
+    kept = {i for i, c in counts.items() if c <= max(MIN_KEPT, n * MAX_SHARE)}
+    cells = [set(ids[c : c + grid]) & kept for c in range(0, n, grid)]
+    width = max(1, window // grid)
+    walls = sorted({(b + grid // 2) // grid for b in barriers})
+
+    def segment(c: int) -> int:
+        return sum(1 for b in walls if b <= c)
+
+    def weight(i: int) -> float:
+        return math.log(n / counts[i]) ** 2
+
+    out = []
+    for t in positions:
+        j = min((t + grid // 2) // grid, len(cells))
+        left = set().union(
+            *(cells[c] for c in range(max(0, j - width), j) if segment(c) == segment(j))
+        )
+        right = set().union(
+            *(cells[c] for c in range(j, min(len(cells), j + width)) if segment(c) == segment(j))
+        )
+        dot = sum(weight(i) for i in left & right)
+        norm = math.sqrt(sum(map(weight, left)) * sum(map(weight, right)))
+        out.append(min(1.0, dot / norm) if norm else 0.0)
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ids=st.lists(st.integers(0, 40), min_size=1, max_size=300),
+    window=st.integers(1, 40),
+    grid=st.integers(2, 6),
+    picks=st.lists(st.integers(0, 300), min_size=1, max_size=12),
+    cuts=st.lists(st.integers(0, 300), max_size=4),
+)
+def test_the_grid_reads_the_note_in_cells(
+    ids: list[int], window: int, grid: int, picks: list[int], cuts: list[int]
+) -> None:
+    positions = sorted({min(p, len(ids)) for p in picks})
+    barriers = sorted({min(c, len(ids)) for c in cuts})
+    cohesion = Cohesion(np.array(ids), barriers, window=window, grid=grid)
+    want = brute_cells(ids, positions, window, barriers, grid)
+    assert np.allclose(cohesion.similarity(positions), want, atol=1e-9)
+    values, cell = cohesion.cells()
+    looked_up = [values[min((t + cell // 2) // cell, len(values) - 1)] for t in positions]
+    assert cell == grid and np.allclose(looked_up, want, atol=1e-9)
 
 
 def test_similarity_is_low_where_the_vocabulary_changes() -> None:
@@ -65,10 +130,10 @@ def test_similarity_is_low_where_the_vocabulary_changes() -> None:
 def test_degenerate_inputs() -> None:
     assert Cohesion(np.zeros(0, dtype=np.int64)).similarity([]) == []
     assert Cohesion(np.zeros(0, dtype=np.int64)).similarity([0]) == [0.0]
-    assert Cohesion(np.array([5, 5, 5])).similarity([1, 1]) == [0.0, 0.0]
+    assert Cohesion(np.array([5, 5, 5])).similarity([1, 1, 3]) == [0.0, 0.0, 0.0]  # no idf
     # every id far above MAX_SHARE and MIN_KEPT: nothing is kept, nothing is shared
     assert Cohesion(np.array([1, 2] * 500)).similarity([0, 500, 1000]) == [0.0, 0.0, 0.0]
-    assert Cohesion(np.array([1, 2] * 4)).similarity([0, 4, 8]) == [0.0, 1.0, 0.0]
+    assert np.allclose(Cohesion(np.array([1, 2] * 4)).similarity([0, 4, 8]), [0.0, 1.0, 0.0])
 
 
 def test_dense_repeats_are_exact_and_linear() -> None:
@@ -78,7 +143,7 @@ def test_dense_repeats_are_exact_and_linear() -> None:
     same single id (cohesion 1); where two runs meet they share nothing (0)."""
     ids = np.repeat(np.arange(150, dtype=np.int64), 4000)
     values = Cohesion(ids).similarity([0, 2000, 4000, 6000, len(ids)])
-    assert values == [0.0, 1.0, 0.0, 1.0, 0.0]
+    assert np.allclose(values, [0.0, 1.0, 0.0, 1.0, 0.0])
 
 
 @settings(max_examples=300, deadline=None)
@@ -92,26 +157,20 @@ def test_pack_with_cohesion_keeps_every_packing_rule(
     sizes: list[int], limit: int, frac: float, seed: int
 ) -> None:
     """Whatever the scores: consecutive groups covering every piece, each within the limit
-    (a lone oversized piece aside), as many groups as without them when the scores are all
-    equal (then the cuts are the nearest boundaries exactly), and each score asked once."""
+    (a lone oversized piece aside); with all scores equal the cuts are exactly the nearest
+    boundaries."""
     toks = [0, *itertools.accumulate(sizes)]
     target = max(1, int(frac * limit))
-    scores = np.random.default_rng(seed).random(len(toks)).tolist()
-    asked: list[int] = []
-
-    def cohesion(points: object) -> list[float]:
-        asked.append(1)
-        return scores
-
-    groups = pack(toks, limit, target, cohesion)
+    rng = np.random.default_rng(seed)
+    scores = rng.random(toks[-1] + 1).tolist()  # one per token position (grid 1)
+    groups = pack(toks, limit, target, lambda: (scores, 1))
     assert [g[0] for g in groups] == [0, *(g[1] for g in groups[:-1])]
     assert groups[-1][1] == len(sizes)
     for i, j in groups:
         assert j > i
         assert toks[j] - toks[i] <= limit or j == i + 1
-    assert len(asked) <= 1
-    assert pack(toks, limit, target, lambda _: [0.5] * len(toks)) == pack(toks, limit, target)
-    assert pack(toks, limit, target, lambda _: None) == pack(toks, limit, target)
+    assert pack(toks, limit, target, lambda: ([0.5] * len(scores), 1)) == pack(toks, limit, target)
+    assert pack(toks, limit, target, lambda: None) == pack(toks, limit, target)
 
 
 def test_the_cut_moves_to_the_least_cohesive_boundary_within_reach() -> None:
@@ -119,14 +178,14 @@ def test_the_cut_moves_to_the_least_cohesive_boundary_within_reach() -> None:
     # 33.3 (nearest boundary 30), and a reach of half a group (16.7 tokens) either way.
     toks = list(range(0, 101, 10))
     assert pack(toks, 60, 40)[0] == (0, 3)
-    scores = [1.0] * len(toks)
-    scores[5] = 0.0  # a topic shift at 50, within reach
-    assert pack(toks, 60, 40, lambda _: scores)[0] == (0, 5)
-    far = [1.0] * len(toks)
-    far[1] = 0.0  # one at 10: out of reach, not taken
-    assert pack(toks, 60, 40, lambda _: far)[0] == (0, 3)
+
+    def shift_at(position: int) -> Callable[[], tuple[list[float], int]]:
+        return lambda: ([0.0 if t == position else 1.0 for t in range(101)], 1)
+
+    assert pack(toks, 60, 40, shift_at(50))[0] == (0, 5)  # a topic shift within reach
+    assert pack(toks, 60, 40, shift_at(10))[0] == (0, 3)  # out of reach: not taken
     # With the target at the limit there is no room above the ideal, so none below either.
-    assert pack(toks, 60, 60, lambda _: scores) == pack(toks, 60, 60)
+    assert pack(toks, 60, 60, shift_at(50)) == pack(toks, 60, 60)
     assert COHESION_REACH == 0.5
 
 
