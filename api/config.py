@@ -53,8 +53,10 @@ class Settings(BaseSettings):
     # Unset: the strategy's default (see `chunk_max_tokens`).
     chunking_max_tokens: int | None = Field(None, ge=16, le=8191)
     chunking_min_tokens: int = Field(50, ge=0, le=4096)
-    # Size split sections aim at (None: pack up to CHUNKING_MAX_TOKENS); see the chunker.
+    # Size split sections aim at (None: 2/3 of CHUNKING_MAX_TOKENS); see the chunker.
     chunking_target_tokens: int | None = Field(None, ge=1, le=8191)
+    # Cuts of a split section go where the text changes topic (False: nearest boundary).
+    chunking_cohesive_cuts: bool = True
     chunking_async: bool = True
 
     # Embeddings and chat.

@@ -81,6 +81,7 @@ def build_chunker(settings: Settings, embedder: Embedder) -> Chunker:
         max_chunk_tokens=settings.chunk_max_tokens,
         min_chunk_tokens=settings.chunking_min_tokens,
         target_chunk_tokens=settings.chunking_target_tokens,
+        cohesive_cuts=settings.chunking_cohesive_cuts,
         tokenizer=embedder.tokenizer,
         max_input_tokens=embedder.max_input_tokens,
     )

@@ -81,6 +81,10 @@ def test_target_tokens_reach_the_chunker(monkeypatch: pytest.MonkeyPatch) -> Non
     sizes = [c.token_count for c in aimed.chunk_note(prose, "T")]
     assert len(sizes) > len(plain.chunk_note(prose, "T"))
     assert max(sizes) <= 200 and sum(sizes) / len(sizes) < 130
+    monkeypatch.setenv("CHUNKING_COHESIVE_CUTS", "false")
+    nearest = build_chunker(load_settings(), embedder)  # type: ignore[arg-type]
+    assert nearest.version == aimed.version + ":nearest-cuts"
+    assert not nearest.cohesive_cuts and aimed.cohesive_cuts  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(

@@ -149,11 +149,12 @@ def get_chunker(
     max_chunk_tokens: int = 300,
     min_chunk_tokens: int = 50,
     target_chunk_tokens: int | None = None,
+    cohesive_cuts: bool = True,
     tokenizer: Tokenizer | None = None,
     max_input_tokens: int | None = None,
 ) -> Chunker:
     """The chunker for a `CHUNKING_STRATEGY` name (ValueError for an unknown one).
-    `target_chunk_tokens` applies to `hierarchical_markdown` only."""
+    `target_chunk_tokens` and `cohesive_cuts` apply to `hierarchical_markdown` only."""
     if strategy == "hierarchical_markdown":
         return MarkdownChunker(
             max_chunk_tokens,
@@ -161,6 +162,7 @@ def get_chunker(
             tokenizer=tokenizer,
             max_input_tokens=max_input_tokens,
             target_chunk_tokens=target_chunk_tokens,
+            cohesive_cuts=cohesive_cuts,
         )
     if strategy == "fixed_tokens":
         return FixedTokenChunker(
