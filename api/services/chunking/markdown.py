@@ -6,7 +6,8 @@ arithmetic: see DESIGN.md §4 for the contract and `split`, `split_code`, `finis
 each rule is met. Only top-level headings open sections (a heading inside a list item or
 block quote is content); heading lines are not part of any chunk, they are the breadcrumb.
 A section that fits `max_chunk_tokens` is one chunk, however small: tiny sections are not
-merged with each other, since that would give a chunk two breadcrumbs.
+merged with each other, since that would give a chunk two breadcrumbs. A longer section's
+pieces aim at 2/3 of the limit, cut where the text changes topic (`cohesion`).
 """
 
 from __future__ import annotations

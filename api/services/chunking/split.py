@@ -7,8 +7,9 @@ alone is too big) → text levels (`split_text`: for prose, sentences that start
 then any sentence, lines, words, tokens; lines first for HTML and code). Code blocks and
 tables are kept whole up to their own, larger limits (see `split_code` beyond them).
 Consecutive blocks are packed into balanced groups (`packing.pack`) of about the target size
-(never over the limit), and pieces smaller than `min_chunk_tokens` are merged into a
-neighbour when the union still fits.
+(never over the limit), each cut moved to a nearby boundary where the text changes topic
+(`cohesion`) when cohesive cuts are on, and pieces smaller than `min_chunk_tokens` are
+merged into a neighbour when the union still fits.
 """
 
 from __future__ import annotations
