@@ -140,8 +140,8 @@ class Cohesion:
         # multisets, prefix sums give them.
         mass = np.zeros(m + 1)
         np.cumsum(np.bincount(cell, w, minlength=m)[:m], out=mass[1:])
+        bounds = np.concatenate(([0], inner, [m]))
         if len(inner):
-            bounds = np.concatenate(([0], inner, [m]))
             j = np.arange(m + 1)
             seg_of = np.searchsorted(bounds, j, side="right") - 1
             left_sq = mass - mass[np.maximum(j - width, bounds[seg_of])]
@@ -169,7 +169,6 @@ class Cohesion:
         close = np.flatnonzero(gap < width)
         a2, b2, w2 = a[close], b[close], wp[close]
         if len(inner):
-            bounds = np.concatenate(([0], inner, [m]))
             seg2 = np.searchsorted(bounds, a2, side="right") - 1
             end2, start2 = bounds[seg2 + 1] - 1, bounds[seg2]
         else:

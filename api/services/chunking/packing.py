@@ -91,9 +91,11 @@ def pack(
             j = j_max
         elif j > i + 1 and toks[j] - ideal > ideal - toks[j - 1]:
             j -= 1
-        if cohesion is not None:
-            if cells is None:
-                cells = cohesion() or ([0.0], 1 << 62)  # no ids: every boundary alike
+        if cohesion is not None and cells is None:
+            cells = cohesion()
+            if cells is None:  # a tokenizer without ids: nearest-boundary cuts
+                cohesion = None
+        if cells is not None:
             j = _cohesive_cut(
                 toks, cells, ideal, remaining / count, t0 + limit, (i + 1, run_end), j
             )
@@ -127,13 +129,11 @@ def _cohesive_cut(
     lo, hi = between
     drift = COHESION_DRIFT_COST / size
     best, best_cost = j, float("inf")
-    if abs(toks[j] - ideal) <= reach:
-        best_cost = values[min((toks[j] + half) // grid, last)] + drift * abs(toks[j] - ideal)
     for c in range(bisect_left(toks, ideal - reach, lo, hi + 1), hi + 1):
         t = toks[c]
         if t > ideal + reach:
             break
         cost = values[min((t + half) // grid, last)] + drift * abs(t - ideal)
-        if cost < best_cost:
+        if cost < best_cost or (c == j and cost <= best_cost):  # ties go to the nearest
             best, best_cost = c, cost
     return best

@@ -329,12 +329,9 @@ class HuggingFaceTokenizer:
     def encode(self, text: str) -> list[int]:
         return [i for _, enc in self._encodings(self._segments(text)) for i in enc.ids]
 
-    def token_char_ends(self, text: str) -> np.ndarray:
-        """End character offset of every token of `text` (for position estimates)."""
-        return self.ids_and_char_ends(text)[1]
-
     def ids_and_char_ends(self, text: str) -> tuple[np.ndarray, np.ndarray]:
-        """The token ids of `text` and the end character offset of each token."""
+        """The token ids of `text` and the end character offset of each token (for
+        position estimates)."""
         ids: list[np.ndarray] = []
         ends: list[np.ndarray] = []
         base = 0

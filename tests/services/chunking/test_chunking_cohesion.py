@@ -17,57 +17,15 @@ from api.services.chunking.packing import COHESION_REACH, pack
 from tests.services.chunking.chunk_invariants import check_chunks
 
 
-def brute_similarity(
-    ids: list[int], positions: list[int], window: int, barriers: list[int]
-) -> list[float]:
-    """The definition, spelled out: cosine of the inverse-frequency-weighted sets of ids in
-    the `window` tokens before and after each position, neither window crossing a barrier
-    (both hold tokens of t's segment only), without
-    ids that make up more than MAX_SHARE of all tokens and occur over MIN_KEPT times."""
-    n = len(ids)
-    counts = Counter(ids)
-    kept = {i for i, c in counts.items() if c <= max(MIN_KEPT, n * MAX_SHARE)}
-
-    def segment(p: int) -> int:
-        return sum(1 for b in barriers if b <= p)
-
-    def weight(i: int) -> float:
-        return math.log(n / counts[i]) ** 2
-
-    out = []
-    for t in positions:
-        left = {ids[p] for p in range(max(0, t - window), t) if segment(p) == segment(t)}
-        right = {ids[p] for p in range(t, min(n, t + window)) if segment(p) == segment(t)}
-        left, right = left & kept, right & kept
-        dot = sum(weight(i) for i in left & right)
-        norm = math.sqrt(sum(map(weight, left)) * sum(map(weight, right)))
-        out.append(min(1.0, dot / norm) if norm else 0.0)
-    return out
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    ids=st.lists(st.integers(0, 60), min_size=1, max_size=300),
-    window=st.integers(1, 40),
-    picks=st.lists(st.integers(0, 300), min_size=1, max_size=12),
-    cuts=st.lists(st.integers(0, 300), max_size=4),
-)
-def test_similarity_is_the_windowed_cosine(
-    ids: list[int], window: int, picks: list[int], cuts: list[int]
-) -> None:
-    positions = sorted({min(p, len(ids)) for p in picks})
-    barriers = sorted({min(c, len(ids)) for c in cuts})
-    got = Cohesion(np.array(ids), barriers, window=window, grid=1).similarity(positions)
-    want = brute_similarity(ids, positions, window, barriers)
-    assert np.allclose(got, want, atol=1e-9), (got, want)
-    assert all(0.0 <= x <= 1.0 for x in got)
-
-
 def brute_cells(
     ids: list[int], positions: list[int], window: int, barriers: list[int], grid: int
 ) -> list[float]:
-    """The same on the note read in cells of `grid` tokens: windows of window // grid
-    cells, positions and barriers at the nearest cell boundary."""
+    """The definition, spelled out: cosine of the inverse-frequency-weighted sets of ids in
+    the windows before and after each position, neither crossing a barrier (both hold
+    cells of the position's segment only), without ids that make up more than MAX_SHARE of
+    all tokens and occur over MIN_KEPT times; the note read in cells of `grid` tokens
+    (windows of window // grid cells, positions and barriers at the nearest cell boundary;
+    grid 1: tokens)."""
     n = len(ids)
     counts = Counter(ids)
     kept = {i for i, c in counts.items() if c <= max(MIN_KEPT, n * MAX_SHARE)}
@@ -94,6 +52,24 @@ def brute_cells(
         norm = math.sqrt(sum(map(weight, left)) * sum(map(weight, right)))
         out.append(min(1.0, dot / norm) if norm else 0.0)
     return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    ids=st.lists(st.integers(0, 60), min_size=1, max_size=300),
+    window=st.integers(1, 40),
+    picks=st.lists(st.integers(0, 300), min_size=1, max_size=12),
+    cuts=st.lists(st.integers(0, 300), max_size=4),
+)
+def test_similarity_is_the_windowed_cosine(
+    ids: list[int], window: int, picks: list[int], cuts: list[int]
+) -> None:
+    positions = sorted({min(p, len(ids)) for p in picks})
+    barriers = sorted({min(c, len(ids)) for c in cuts})
+    got = Cohesion(np.array(ids), barriers, window=window, grid=1).similarity(positions)
+    want = brute_cells(ids, positions, window, barriers, grid=1)
+    assert np.allclose(got, want, atol=1e-9), (got, want)
+    assert all(0.0 <= x <= 1.0 for x in got)
 
 
 @settings(max_examples=200, deadline=None)
