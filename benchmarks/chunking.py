@@ -259,6 +259,7 @@ _STRUCT_HEAD = [
     "over limit (max tok)",
     "embed text over input limit",
     "unlocated chars",
+    "wrong token counts",
 ]
 
 
@@ -272,6 +273,7 @@ def _struct_cells(s: StructureStats, is_ours: bool) -> list[Any]:
         f"{s.over_limit} ({s.max_tokens})",
         s.over_input_limit if is_ours else "n/a",
         s.unlocated_chars,
+        "n/a" if s.wrong_counts is None else s.wrong_counts,
     ]
 
 
@@ -316,6 +318,8 @@ def render_structure(results: list[DocResult], max_tokens: int, full: bool) -> l
                 ):
                     setattr(tot, f, getattr(tot, f) + getattr(s, f))
                 tot.max_tokens = max(tot.max_tokens, s.max_tokens)
+                if s.wrong_counts is not None:
+                    tot.wrong_counts = (tot.wrong_counts or 0) + s.wrong_counts
             rows.append([n, *_struct_cells(tot, n == OURS)])
         head = ["chunker (all documents)", *_STRUCT_HEAD]
     bad = ours_is_clean(results)
@@ -327,8 +331,21 @@ def render_structure(results: list[DocResult], max_tokens: int, full: bool) -> l
         "",
         "- ours zero on split fences, split tables, heading-only, dropped chars, over limit → "
         + ("**PASS**." if not bad else f"**FAIL** on {', '.join(bad)}."),
+        "- token counts reported wrong: "
+        + "; ".join(f"{n} {w}" for n, w in _wrong_count_totals(results).items())
+        + ".",
         "",
     ]
+
+
+def _wrong_count_totals(results: list[DocResult]) -> dict[str, int]:
+    """Chunks with a wrong reported token count, per chunker that reports counts."""
+    totals: dict[str, int] = {}
+    for r in results:
+        for name, s in r.structure.items():
+            if s.wrong_counts is not None:
+                totals[name] = totals.get(name, 0) + s.wrong_counts
+    return totals
 
 
 LEGEND = """\
@@ -350,8 +367,11 @@ chunk with rows lacks the header row; *heading-only* = chunks with nothing but h
 nothing); *dropped chars* = non-whitespace source characters outside headings/front matter
 found in no chunk; *over limit* = chunks whose own text costs > the limit in cl100k (max in
 parentheses); *unlocated chars* = chunk characters not found in the source (text the chunker
-added, e.g. the regex baseline's injected `# title`). Chunks without offsets are located in
-order, whitespace-insensitively."""
+added, e.g. the regex baseline's injected `# title`); *wrong token counts* = chunks whose
+own reported token count differs from a cl100k recount of their text (n/a: the chunker
+reports none; chonkie adds up the counts of the pieces it merges, which over-counts where a
+merge joins tokens, and the roadmap regex estimates `len // 4`). Chunks without offsets are
+located in order, whitespace-insensitively."""
 
 
 def render(

@@ -92,7 +92,8 @@ def ours_competitor(
 
     def views(chunks: list[Any]) -> list[ChunkView]:
         return [
-            ChunkView(c.content_md, c.start_offset, c.end_offset, c.embedding_text) for c in chunks
+            ChunkView(c.content_md, c.start_offset, c.end_offset, c.embedding_text, c.token_count)
+            for c in chunks
         ]
 
     # The helper variant gives the same chunks as "ours" (tested): only its time is reported.
@@ -105,7 +106,7 @@ def baseline_competitor(max_tokens: int, title: str = NOTE_TITLE) -> Competitor:
     chunker = BaselineRegexChunker(max_chunk_tokens=max_tokens)
 
     def views(chunks: list[Any]) -> list[ChunkView]:
-        return [ChunkView(c.content_md) for c in chunks]
+        return [ChunkView(c.content_md, reported_tokens=c.token_count) for c in chunks]
 
     return Competitor(
         "roadmap regex",
@@ -169,7 +170,10 @@ def chonkie_competitor(max_tokens: int) -> Competitor:
         return chunker.chunk(text)
 
     def views(chunks: list[Any]) -> list[ChunkView]:
-        return [ChunkView(c.text, c.start_index, c.end_index) for c in chunks]
+        return [
+            ChunkView(c.text, c.start_index, c.end_index, reported_tokens=c.token_count)
+            for c in chunks
+        ]
 
     return Competitor(
         "chonkie RecursiveChunker",

@@ -36,6 +36,7 @@ class ChunkView:
     start: int | None = None  # character offsets into the source, when the chunker has them
     end: int | None = None
     embedding_text: str | None = None  # what would be embedded, when it differs from `text`
+    reported_tokens: int | None = None  # the chunk's own token count, when the chunker gives one
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +74,9 @@ class StructureStats:
     over_input_limit: int = 0
     unlocated_chars: int = 0
     max_tokens: int = 0
+    # Chunks whose reported token count differs from a recount of their text (None: the
+    # chunker reports no counts).
+    wrong_counts: int | None = None
 
 
 def strip_ws(text: str) -> str:
@@ -234,6 +238,8 @@ def check_structure(
             stats.heading_only += 1
         tokens = count_tokens(chunk.text)
         stats.max_tokens = max(stats.max_tokens, tokens)
+        if chunk.reported_tokens is not None:
+            stats.wrong_counts = (stats.wrong_counts or 0) + (chunk.reported_tokens != tokens)
         if tokens > limit:
             stats.over_limit += 1
         if input_limit is not None and count_input_tokens is not None:

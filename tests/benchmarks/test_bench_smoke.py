@@ -154,7 +154,15 @@ def test_structure_metrics_detect_each_defect() -> None:
     assert stats.heading_only == 1
     assert stats.dropped_chars == len("Tailtext.")
     assert stats.over_limit == 3 and stats.max_tokens > 3
+    assert stats.wrong_counts is None  # no chunk reported a count
     assert table < row3
+
+    first = DOC[: DOC.index("## Empty")]
+    counted = [
+        ChunkView(first, 0, len(first), reported_tokens=_words(first)),
+        ChunkView(DOC[DOC.index("## Next") :], reported_tokens=_words(DOC) + 1),  # off by one
+    ]
+    assert check_structure(doc, counted, limit=100, count_tokens=_words).wrong_counts == 1
 
 
 def test_locate_in_order_ignores_whitespace_and_counts_synthetic_text() -> None:
@@ -197,7 +205,10 @@ def test_chunking_benchmark_smoke() -> None:
         ours.dropped_chars,
         ours.over_limit,
         ours.over_input_limit,
-    ) == (0, 0, 0, 0, 0, 0)
+        ours.wrong_counts,
+    ) == (0, 0, 0, 0, 0, 0, 0)
+    assert res.structure["langchain md-header+recursive"].wrong_counts is None  # none reported
+    assert res.structure["roadmap regex"].wrong_counts  # len // 4 is an estimate
     rows = scaling(docs, max_tokens=200, repeats=1, factors=(1, 2))
     assert [r[1] for r in rows] == ["×1", "×2"]
     text = render({200: results}, rows, [])
