@@ -184,6 +184,26 @@ def chonkie_competitor(max_tokens: int) -> Competitor:
     )
 
 
+CHONKIE_EXACT = "chonkie + exact counts"
+
+
+def chonkie_exact_competitor(max_tokens: int) -> Competitor:
+    """chonkie RecursiveChunker with every chunk's token count then made exact (one
+    `encode_ordinary` per chunk, on this thread), which is what our chunker reports: chonkie
+    adds up its merged pieces' counts instead. Not a speed target: it prices the contract."""
+    enc = cl100k_encoding()
+    chonkie = chonkie_competitor(max_tokens).run
+    encode = enc.encode_ordinary
+
+    def run(text: str) -> list[Any]:
+        chunks = chonkie(text)
+        for chunk in chunks:
+            chunk.token_count = len(encode(chunk.text))
+        return chunks
+
+    return Competitor(CHONKIE_EXACT, run, None, True, "chonkie's chunks, each recounted")
+
+
 def semantic_text_splitter_competitor(max_tokens: int) -> Competitor:
     """semantic-text-splitter MarkdownSplitter at the same cl100k capacity."""
     from semantic_text_splitter import MarkdownSplitter
@@ -207,6 +227,7 @@ def all_competitors(max_tokens: int, include_ours: bool = True) -> list[Competit
         langchain_competitor(max_tokens),
         llamaindex_competitor(),
         chonkie_competitor(max_tokens),
+        chonkie_exact_competitor(max_tokens),
         semantic_text_splitter_competitor(max_tokens),
     ]
     return competitors
