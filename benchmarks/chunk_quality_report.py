@@ -170,8 +170,9 @@ def render(
         "(`api/services/chunking/cohesion.py`); *nearest-boundary cuts* and *r5 packing* "
         "(aimed at the limit itself, the previous default) are ablations of that in the same "
         "run. The reach and drift constants of the cut rule (`packing.COHESION_REACH`, "
-        "`COHESION_DRIFT_COST`) were chosen on this evaluation after trying a few values: "
-        "there is no held-out set, so read its gain as tuned, with the paired intervals.",
+        "`COHESION_DRIFT_COST`) were chosen on this evaluation after trying a few values; "
+        "how much of their gain survives choosing them without the scored corpus is in the "
+        "leave-one-corpus-out section (`benchmarks/chunk_quality_holdout.py`).",
         "",
         main,
         "",

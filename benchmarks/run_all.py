@@ -22,6 +22,7 @@ BENCHMARKS = [
     "chunking_hostile",
     "pasted_images",
     "chunk_quality",
+    "chunk_quality_holdout",
     "embedding_memory",
     "indexing",
     "notes_api",
