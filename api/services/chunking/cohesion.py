@@ -143,7 +143,8 @@ class Cohesion:
         bounds = np.concatenate(([0], inner, [m]))
         if len(inner):
             j = np.arange(m + 1)
-            seg_of = np.searchsorted(bounds, j, side="right") - 1
+            # The segment of every boundary 0…m (m: one past the last), by lookup, not search.
+            seg_of = np.repeat(np.arange(len(bounds)), np.append(np.diff(bounds), 1))
             left_sq = mass - mass[np.maximum(j - width, bounds[seg_of])]
             right_sq = mass[np.minimum(j + width, bounds[np.minimum(seg_of + 1, len(inner) + 1)])]
             right_sq -= mass
@@ -159,7 +160,7 @@ class Cohesion:
         gap = sc[1:] - sc[:-1]
         near = (sid[1:] == sid[:-1]) & (gap < 2 * width)
         if len(inner):
-            seg = np.searchsorted(inner, sc, side="right")
+            seg = seg_of[sc]
             near &= seg[1:] == seg[:-1]
         pick = np.flatnonzero(near)
         a, b, gap, wp = sc[pick], sc[pick + 1], gap[pick], w[order[pick]]
@@ -169,7 +170,7 @@ class Cohesion:
         close = np.flatnonzero(gap < width)
         a2, b2, w2 = a[close], b[close], wp[close]
         if len(inner):
-            seg2 = np.searchsorted(bounds, a2, side="right") - 1
+            seg2 = seg_of[a2]
             end2, start2 = bounds[seg2 + 1] - 1, bounds[seg2]
         else:
             end2, start2 = m - 1, 0
