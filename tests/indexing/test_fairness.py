@@ -232,6 +232,12 @@ async def test_a_long_note_hands_its_worker_to_another_users_note(
 
         async def embed_and_meanwhile_alice_writes(texts: list[str]) -> Any:
             slices.append(len(texts))
+            if len(slices) <= 2:
+                # A run hands over only once it has embedded for as long as it took to get
+                # there (chunking, reading). With the model already loaded by an earlier
+                # test, two slices could embed faster than a loaded machine chunked the
+                # note, and the run rightly kept its turn: a fresh-clone run failed so.
+                await asyncio.sleep(0.25)
             if len(slices) == 2:  # Bob's run is well under way
                 note = {"title": "Short", "content_md": "one line"}
                 r = await api.client.post("/v1/notes", json=note, headers=alice)
