@@ -191,9 +191,9 @@ def render_speed(results: list[DocResult], max_tokens: int) -> list[str]:
         )
         abs_rows.append([r.name, *(f"{1000 * med[n]:.1f}" for n in r.timings)])
     mark = {n: "" if results[0].sizes_by_tokens[n] else " †" for n in names}
-    mark.update({CHONKIE_EXACT: " ‡"} if CHONKIE_EXACT in names else {})
     exact_line = []
     if CHONKIE_EXACT in names:
+        mark[CHONKIE_EXACT] = " ‡"
         exact = [r.timings[OURS].ratio_to(r.timings[CHONKIE_EXACT]) for r in results]
         exact_line = [
             f"- ‡ {CHONKIE_EXACT} (chonkie's chunks, each then recounted so that its token "
