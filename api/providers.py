@@ -3,9 +3,11 @@ CLI commands), never at import time: no module-level clients."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from api.config import Settings
+from api.config import Settings, load_settings
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -56,6 +58,24 @@ def build_embedder(settings: Settings, openai_client: AsyncOpenAI | None) -> Emb
             f"provider serves {LocalEmbedder.model!r}"
         )
     return LocalEmbedder(batch_size=settings.embedding_batch_size)
+
+
+@asynccontextmanager
+async def environment_embedder() -> AsyncIterator[Embedder]:
+    """The embedder the environment configures, built as the app builds it, for one-off
+    use outside the app (`MarkdownChunker.generate_embeddings`); it and its client are
+    closed on exit. Raises `SettingsError` on invalid configuration."""
+    settings = load_settings()
+    client = build_openai_client(settings)
+    try:
+        embedder = build_embedder(settings, client)
+        try:
+            yield embedder
+        finally:
+            await embedder.aclose()
+    finally:
+        if client is not None:
+            await client.close()
 
 
 def build_chat_model(settings: Settings, openai_client: AsyncOpenAI | None) -> ChatModel | None:

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 import pyromark
 
 from api.services.chunking.data_uri import mask_data_uris
+from api.services.chunking.embedding import ChunkEmbedder, check_sized_for, embed_chunks
 from api.services.chunking.finish import Crumb, Finisher, settle
 from api.services.chunking.models import MarkdownChunk
 from api.services.chunking.packing import DEFAULT_TARGET_SHARE
@@ -153,6 +154,27 @@ class ChunkerBase:
             if masked is None:
                 return self._chunk(note_content, note_title)
             return masked.unmask(self._chunk(masked.text, note_title))
+
+    async def generate_embeddings(
+        self, chunks: list[MarkdownChunk], embedder: ChunkEmbedder | None = None
+    ) -> list[MarkdownChunk]:
+        """Set each chunk's `embedding` to the vector of its `embedding_text` and return
+        the chunks (the roadmap's call). `embedder` does the I/O; without one, the
+        embedder the environment configures (OpenAI when `OPENAI_API_KEY` is set, else
+        the local model) is built for this call and closed after. Raises ValueError, before
+        any request, when the chunks were sized for another tokenizer or a longer input
+        than the embedder takes (nothing would be truncated: it would refuse them)."""
+        if not chunks:
+            return chunks
+        if embedder is not None:
+            check_sized_for(embedder, self.tokenizer, self.max_input_tokens)
+            return await embed_chunks(chunks, embedder)
+        # Imported here: the chunker itself never loads a client (DESIGN.md §1).
+        from api.providers import environment_embedder
+
+        async with environment_embedder() as configured:
+            check_sized_for(configured, self.tokenizer, self.max_input_tokens)
+            return await embed_chunks(chunks, configured)
 
     def _chunk(self, note_content: str, note_title: str) -> list[MarkdownChunk]:
         raise NotImplementedError

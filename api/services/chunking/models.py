@@ -19,6 +19,8 @@ class MarkdownChunk:
     (`section_path`, possibly shortened to fit the model's input) + a blank line + content.
     `section_index` numbers the note's sections in order (0, 1, …): the chunks of one
     section share it, so two sibling sections with the same heading path stay apart.
+    `embedding` is None as chunked; `generate_embeddings` fills it (the indexing pipeline
+    stores vectors itself and leaves it None).
     """
 
     content_md: str
@@ -35,6 +37,7 @@ class MarkdownChunk:
     embedding_text: str
     metadata: dict[str, Any] = field(default_factory=dict)
     section_index: int = 0
+    embedding: list[float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """All fields as a JSON-serialisable dict (lists and dicts copied)."""
@@ -53,4 +56,5 @@ class MarkdownChunk:
             "embedding_text": self.embedding_text,
             "metadata": dict(self.metadata),
             "section_index": self.section_index,
+            "embedding": None if self.embedding is None else list(self.embedding),
         }

@@ -488,7 +488,7 @@ def test_positions_indexes_and_to_dict() -> None:
     assert set(record) == {
         "content_md", "heading_path", "chunk_type", "chunk_index", "token_count",
         "start_offset", "end_offset", "section_path", "total_chunks", "chunk_position",
-        "content_hash", "embedding_text", "metadata", "section_index",
+        "content_hash", "embedding_text", "metadata", "section_index", "embedding",
     }  # fmt: skip
     assert json.loads(json.dumps(record)) == record
 
