@@ -61,11 +61,15 @@ def build_embedder(settings: Settings, openai_client: AsyncOpenAI | None) -> Emb
 
 
 @asynccontextmanager
-async def environment_embedder() -> AsyncIterator[Embedder]:
+async def environment_embedder(openai_api_key: str | None = None) -> AsyncIterator[Embedder]:
     """The embedder the environment configures, built as the app builds it, for one-off
-    use outside the app (`MarkdownChunker.generate_embeddings`); it and its client are
-    closed on exit. Raises `SettingsError` on invalid configuration."""
-    settings = load_settings()
+    use outside the app (`MarkdownChunker.generate_embeddings`); with `openai_api_key`,
+    OpenAI's with that key. It and its client are closed on exit. Raises `SettingsError`
+    on invalid configuration."""
+    overrides: dict[str, object] = {}
+    if openai_api_key is not None:
+        overrides = {"openai_api_key": openai_api_key, "embedding_provider": "openai"}
+    settings = load_settings(**overrides)
     client = build_openai_client(settings)
     try:
         embedder = build_embedder(settings, client)

@@ -156,14 +156,20 @@ class ChunkerBase:
             return masked.unmask(self._chunk(masked.text, note_title))
 
     async def generate_embeddings(
-        self, chunks: list[MarkdownChunk], embedder: ChunkEmbedder | None = None
+        self,
+        chunks: list[MarkdownChunk],
+        api_key: str | None = None,
+        *,
+        embedder: ChunkEmbedder | None = None,
     ) -> list[MarkdownChunk]:
         """Set each chunk's `embedding` to the vector of its `embedding_text` and return
-        the chunks (the roadmap's call). `embedder` does the I/O; without one, the
-        embedder the environment configures (OpenAI when `OPENAI_API_KEY` is set, else
-        the local model) is built for this call and closed after. Raises ValueError, before
-        any request, when the chunks were sized for another tokenizer or a longer input
-        than the embedder takes (nothing would be truncated: it would refuse them)."""
+        the chunks (the roadmap's call, `api_key` included). `embedder` does the I/O;
+        without one, OpenAI's with `api_key`, or else the embedder the environment
+        configures (OpenAI when `OPENAI_API_KEY` is set, else the local model), is built
+        for this call and closed after. Raises ValueError, before any request, when the
+        chunks were sized for another tokenizer or a longer input than the embedder takes
+        (it would refuse them: nothing is truncated), and the embedder's error when it
+        gives up (the roadmap logged it and returned the chunks without vectors)."""
         if not chunks:
             return chunks
         if embedder is not None:
@@ -172,7 +178,7 @@ class ChunkerBase:
         # Imported here: the chunker itself never loads a client (DESIGN.md §1).
         from api.providers import environment_embedder
 
-        async with environment_embedder() as configured:
+        async with environment_embedder(api_key) as configured:
             check_sized_for(configured, self.tokenizer, self.max_input_tokens)
             return await embed_chunks(chunks, configured)
 

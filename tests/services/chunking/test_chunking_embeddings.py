@@ -15,7 +15,8 @@ import pytest
 from api.services.chunking import MarkdownChunker
 from connectors.embeddings.base import EmbeddingError
 from connectors.embeddings.local import LocalEmbedder
-from tests.api import test_chunking as roadmap  # a module: pytest collects it once
+from tests.api import test_chunking as roadmap  # modules: pytest collects their tests once
+from tests.performance import test_chunking_performance as roadmap_speed
 from tests.stubs.fixtures import StubServer
 from tests.stubs.openai_stub import stub_embedding
 
@@ -41,12 +42,15 @@ def stub_env(clean_env: pytest.MonkeyPatch, openai_stub: StubServer) -> StubServ
     return openai_stub
 
 
-async def test_the_roadmaps_embedding_test_passes_with_a_key(stub_env: StubServer) -> None:
-    # Phase 5.1's test, exactly as written, which skips without OPENAI_API_KEY.
+async def test_the_roadmaps_embedding_tests_pass_with_a_key(stub_env: StubServer) -> None:
+    # Phase 5.1's and 5.3's tests, exactly as written; they skip without OPENAI_API_KEY.
     await roadmap.TestMarkdownChunker().test_embedding_generation()
     (request,) = stub_env.requests_to(EMBEDDINGS)
     assert request.body["input"] == ["Embedding Test > Test\n\nThis is a test."]
     assert request.body["model"] == "text-embedding-3-small"
+    await roadmap_speed.TestChunkingPerformance().test_embedding_generation_speed("sk-stub")
+    assert len(stub_env.requests_to(EMBEDDINGS)) == 2
+    assert len(stub_env.requests_to(EMBEDDINGS)[1].body["input"]) == 10  # one batched call
 
 
 async def test_each_chunk_gets_its_own_texts_vector_and_repeats_are_sent_once(
@@ -65,6 +69,20 @@ async def test_each_chunk_gets_its_own_texts_vector_and_repeats_are_sent_once(
         np.testing.assert_allclose(chunk.embedding, expected, atol=1e-6)
     assert chunks[0].to_dict()["embedding"] == chunks[0].embedding
     assert chunks[0].embedding is not chunks[2].embedding  # no shared, mutable list
+
+
+async def test_a_key_passed_as_the_roadmap_does_is_used(
+    clean_env: pytest.MonkeyPatch, openai_stub: StubServer
+) -> None:
+    """`generate_embeddings(chunks, openai_api_key)` (Phase 5.3): that key, OpenAI's model,
+    even with no key in the environment and the local provider asked for there."""
+    clean_env.setenv("OPENAI_BASE_URL", openai_stub.base_url)
+    clean_env.setenv("EMBEDDING_PROVIDER", "local")
+    chunks = MarkdownChunker().chunk_note(NOTE, "Guide")
+    await MarkdownChunker().generate_embeddings(chunks, "sk-given")
+    (request,) = openai_stub.requests_to(EMBEDDINGS)
+    assert request.headers["authorization"] == "Bearer sk-given"
+    assert all(c.embedding is not None and len(c.embedding) == 1536 for c in chunks)
 
 
 async def test_a_failed_request_sets_no_embedding(stub_env: StubServer) -> None:
@@ -89,7 +107,7 @@ async def test_an_injected_local_model_embeds_chunks_sized_for_it() -> None:
             max_input_tokens=embedder.max_input_tokens,
         )
         chunks = chunker.chunk_note(NOTE, "Guide")
-        await chunker.generate_embeddings(chunks, embedder)
+        await chunker.generate_embeddings(chunks, embedder=embedder)
         direct = (await embedder.embed([c.embedding_text for c in chunks])).vectors
     finally:
         await embedder.aclose()
@@ -107,10 +125,10 @@ async def test_chunks_sized_for_another_model_are_refused_before_any_work(
     embedder = LocalEmbedder()
     try:
         with pytest.raises(ValueError, match=r"tokenizer=embedder\.tokenizer"):
-            await MarkdownChunker().generate_embeddings(chunks, embedder)
+            await MarkdownChunker().generate_embeddings(chunks, embedder=embedder)
         same_tokens = MarkdownChunker(tokenizer=embedder.tokenizer)  # but 8191 per input
         with pytest.raises(ValueError, match=f"max_input_tokens={embedder.max_input_tokens}$"):
-            await same_tokens.generate_embeddings(chunks, embedder)
+            await same_tokens.generate_embeddings(chunks, embedder=embedder)
     finally:
         await embedder.aclose()
     # No key configured: the environment's embedder is the local model, refused the same way.
