@@ -262,8 +262,8 @@ class MarkdownChunker(ChunkerBase):
         crumbs: list[Crumb] = []
         pieces: list[Piece] = []
         stack: list[tuple[int, str]] = []
-        # A heading with no body (100 000 of them in a row, say) costs no breadcrumb.
-        path = heading_path(title, stack)
+        # A heading with no body (100 000 of them in a row, say) costs no breadcrumb: the
+        # path is built only for a section that has one.
         start = doc.body_start
         members: list[int] = []
         blocks = doc.blocks
@@ -274,7 +274,7 @@ class MarkdownChunker(ChunkerBase):
                 continue
             end = src.line_start(block.start, start)
             if end > start:
-                crumb = finisher.crumb(path)
+                crumb = finisher.crumb(heading_path(title, stack))
                 self._add(
                     pieces,
                     crumbs,
@@ -284,11 +284,10 @@ class MarkdownChunker(ChunkerBase):
             while stack and stack[-1][0] >= block.level:
                 stack.pop()
             stack.append((block.level, block.text))
-            path = heading_path(title, stack)
             start = max(block.end, end)
             members = []
         if start < len(src):
-            crumb = finisher.crumb(path)
+            crumb = finisher.crumb(heading_path(title, stack))
             self._add(
                 pieces,
                 crumbs,

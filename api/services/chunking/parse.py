@@ -111,18 +111,25 @@ def parse(src: SourceText) -> Document:
             else:
                 name, payload = next(iter(tag.items()))
             kind = _BLOCK_KINDS.get(name)
-            if kind is None or len(open_blocks) >= MAX_BLOCK_DEPTH:
+            depth = len(open_blocks)
+            if kind is None or depth >= MAX_BLOCK_DEPTH:
                 stack.append(-1)
                 continue
-            block = Block(kind, span["start"] + base, span["end"] + base, len(open_blocks))
+            block = Block(kind, span["start"] + base, span["end"] + base, depth)
             if kind == "heading":
                 block.level = int(payload["level"][1])
-                if block.depth == 0:
+                if depth == 0:
                     heading = block
                     heading_parts = []
             elif kind == "code":
                 block.info = payload["Fenced"] if type(payload) is dict else None
-            index = _add(blocks, top, open_blocks, block)
+            # `_add`, inlined: this runs once per block (a million times in some notes).
+            index = len(blocks)
+            blocks.append(block)
+            if depth:
+                blocks[open_blocks[-1]].children.append(index)
+            else:
+                top.append(index)
             stack.append(index)
             open_blocks.append(index)
         elif "End" in event:
@@ -151,6 +158,8 @@ def _add(blocks: list[Block], top: list[int], open_blocks: list[int], block: Blo
 
 def heading_text(raw: str) -> str:
     """A heading's breadcrumb text: whitespace collapsed, at most MAX_HEADING_CHARS."""
+    if not raw:  # a bare `#`
+        return ""
     text = " ".join(raw.split())
     if len(text) > MAX_HEADING_CHARS:
         text = text[: MAX_HEADING_CHARS - 1].rstrip() + "…"
