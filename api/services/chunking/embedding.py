@@ -51,11 +51,16 @@ def check_sized_for(embedder: object, tokenizer: Tokenizer, max_input_tokens: in
 
 
 async def embed_chunks(
-    chunks: Sequence[MarkdownChunk], embedder: ChunkEmbedder
+    chunks: Sequence[MarkdownChunk],
+    embedder: ChunkEmbedder,
+    tokenizer: Tokenizer,
+    max_input_tokens: int,
 ) -> list[MarkdownChunk]:
     """Set every chunk's `embedding` to the vector of its `embedding_text` (each distinct
-    text embedded once, in one `embed` call) and return the chunks, in order. Nothing is
-    set unless every vector arrived."""
+    text embedded once, in one `embed` call) and return the chunks, in order. The chunks
+    were sized with `tokenizer` for inputs of up to `max_input_tokens`: `check_sized_for`
+    runs first. Nothing is set unless every vector arrived."""
+    check_sized_for(embedder, tokenizer, max_input_tokens)
     chunks = list(chunks)
     if not chunks:
         return chunks

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 import pyromark
 
 from api.services.chunking.data_uri import mask_data_uris
-from api.services.chunking.embedding import ChunkEmbedder, check_sized_for, embed_chunks
+from api.services.chunking.embedding import ChunkEmbedder, embed_chunks
 from api.services.chunking.finish import Crumb, Finisher, settle
 from api.services.chunking.models import MarkdownChunk
 from api.services.chunking.packing import DEFAULT_TARGET_SHARE
@@ -173,14 +173,12 @@ class ChunkerBase:
         if not chunks:
             return chunks
         if embedder is not None:
-            check_sized_for(embedder, self.tokenizer, self.max_input_tokens)
-            return await embed_chunks(chunks, embedder)
+            return await embed_chunks(chunks, embedder, self.tokenizer, self.max_input_tokens)
         # Imported here: the chunker itself never loads a client (DESIGN.md §1).
         from api.providers import environment_embedder
 
         async with environment_embedder(api_key) as configured:
-            check_sized_for(configured, self.tokenizer, self.max_input_tokens)
-            return await embed_chunks(chunks, configured)
+            return await embed_chunks(chunks, configured, self.tokenizer, self.max_input_tokens)
 
     def _chunk(self, note_content: str, note_title: str) -> list[MarkdownChunk]:
         raise NotImplementedError

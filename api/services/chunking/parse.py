@@ -123,13 +123,7 @@ def parse(src: SourceText) -> Document:
                     heading_parts = []
             elif kind == "code":
                 block.info = payload["Fenced"] if type(payload) is dict else None
-            # `_add`, inlined: this runs once per block (a million times in some notes).
-            index = len(blocks)
-            blocks.append(block)
-            if depth:
-                blocks[open_blocks[-1]].children.append(index)
-            else:
-                top.append(index)
+            index = _add(blocks, top, open_blocks, block)
             stack.append(index)
             open_blocks.append(index)
         elif "End" in event:
