@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.chunking_peers import CHONKIE_EXACT, OURS_HELPER
+from benchmarks.chunking_peers import CHONKIE_EXACT, OURS_HELPER, OURS_NEAREST
 from benchmarks.common import (
     Timing,
     code_revision,
@@ -156,10 +156,10 @@ def scaling(
 def render_speed(results: list[DocResult], max_tokens: int) -> list[str]:
     """Ratio and absolute-time tables plus the verdict for one token size."""
     names = [n for n in results[0].timings if n not in (FLOOR, OURS)]
-    peers = [n for n in names if n not in (BASELINE, OURS_HELPER, CHONKIE_EXACT)]
+    peers = [n for n in names if n not in (BASELINE, OURS_HELPER, OURS_NEAREST, CHONKIE_EXACT)]
     ratio_rows, abs_rows, cpu_rows, misses, helper_misses = [], [], [], [], []
     worst_floor = worst_helper_floor = 0.0
-    ours_names = [n for n in (OURS, OURS_HELPER) if n in results[0].timings]
+    ours_names = [n for n in (OURS, OURS_HELPER, OURS_NEAREST) if n in results[0].timings]
     for r in results:
         helper = r.timings.get(OURS_HELPER)
         if helper is not None:
@@ -173,7 +173,7 @@ def render_speed(results: list[DocResult], max_tokens: int) -> list[str]:
         cpu_rows.append(
             [
                 r.name,
-                *(f"{_cpu_share(r.timings[n]):.2f}" for n in (OURS, OURS_HELPER) if n in r.timings),
+                *(f"{_cpu_share(r.timings[n]):.2f}" for n in ours_names),
                 f"{max(_cpu_share(t) for n, t in r.timings.items() if n not in ours_names):.2f}",
                 f"{cpu[FLOOR]:.2f}",
                 *(f"{cpu[n]:.2f}" for n in names),
@@ -223,6 +223,7 @@ def render_speed(results: list[DocResult], max_tokens: int) -> list[str]:
             if OURS_HELPER in results[0].timings
             else []
         ),
+        *_nearest_line(results),
         *exact_line,
         "",
         "Median milliseconds:",
@@ -247,6 +248,19 @@ def render_speed(results: list[DocResult], max_tokens: int) -> list[str]:
             cpu_rows,
         ),
         "",
+    ]
+
+
+def _nearest_line(results: list[DocResult]) -> list[str]:
+    """What the topic-shift cut rule costs: ours against ours with nearest-boundary cuts."""
+    if OURS_NEAREST not in results[0].timings:
+        return []
+    share = [r.timings[OURS].ratio_to(r.timings[OURS_NEAREST]) for r in results]
+    floor = [r.timings[OURS_NEAREST].ratio_to(r.timings[FLOOR]) for r in results]
+    return [
+        f"- {OURS_NEAREST} (the cut-rule ablation of `benchmarks/chunk_quality.py`, not the "
+        f"default): worst / floor {max(floor):.2f}; ours / it {min(share):.2f}–"
+        f"{max(share):.2f} (what cutting where the text changes topic costs)."
     ]
 
 
@@ -364,7 +378,9 @@ Competitors, all at the same cl100k capacity with zero overlap and run offline: 
 one pyromark parse (GFM tables + YAML metadata, events iterated) + one tiktoken
 `encode_ordinary` of the whole text; *ours* = `api.services.chunking.MarkdownChunker`
 (cl100k tokenizer, 8191-token embedding input limit), full `chunk_note` incl. breadcrumbs
-and hashes; *roadmap regex* = the Phase 2.1 algorithm of the roadmap (`len // 4` estimate,
+and hashes; *ours, nearest-boundary cuts* = the same with `cohesive_cuts=False` (each cut
+at the boundary nearest its balanced position, not where the text changes topic: what that
+rule costs; not a target); *roadmap regex* = the Phase 2.1 algorithm of the roadmap (`len // 4` estimate,
 `benchmarks/baseline_regex_chunker.py`); *langchain* = MarkdownHeaderTextSplitter (h1–h6)
 then RecursiveCharacterTextSplitter.from_tiktoken_encoder per section; *llamaindex* =
 MarkdownNodeParser († does not size by tokens: it splits on headings only, so it is not held

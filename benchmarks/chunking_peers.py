@@ -70,14 +70,22 @@ def floor_competitor() -> Competitor:
 
 
 OURS_HELPER = "ours + helper thread"
+OURS_NEAREST = "ours, nearest-boundary cuts"
 
 
 def ours_competitor(
-    max_tokens: int, title: str = NOTE_TITLE, *, helper_thread: bool = False
+    max_tokens: int,
+    title: str = NOTE_TITLE,
+    *,
+    helper_thread: bool = False,
+    cohesive_cuts: bool = True,
 ) -> Competitor:
     """Our chunker, sized in cl100k tokens (OpenAI embeddings' tokenizer); with
     `helper_thread=True` (named OURS_HELPER) it encodes half of a long note on a second
-    thread while it parses (the opt-in `TiktokenTokenizer(helper_thread=True)`)."""
+    thread while it parses (the opt-in `TiktokenTokenizer(helper_thread=True)`); with
+    `cohesive_cuts=False` (named OURS_NEAREST) cuts go to the nearest boundary instead of
+    where the text changes topic: the time the cut rule costs (its retrieval gain is in
+    `benchmarks/chunk_quality.py`)."""
     from api.services.chunking import MarkdownChunker
     from api.services.chunking.tokenizer import TiktokenTokenizer, tiktoken_tokenizer
 
@@ -88,6 +96,7 @@ def ours_competitor(
         max_chunk_tokens=max_tokens,
         tokenizer=tokenizer,
         max_input_tokens=OPENAI_MAX_INPUT_TOKENS,
+        cohesive_cuts=cohesive_cuts,
     )
 
     def views(chunks: list[Any]) -> list[ChunkView]:
@@ -96,8 +105,14 @@ def ours_competitor(
             for c in chunks
         ]
 
-    # The helper variant gives the same chunks as "ours" (tested): only its time is reported.
-    name, shown = (OURS_HELPER, None) if helper_thread else ("ours", views)
+    # The helper variant gives the same chunks as "ours" (tested), and the nearest-cut one
+    # differs only in where a split section is cut: only their times are reported.
+    if helper_thread:
+        name, shown = OURS_HELPER, None
+    elif not cohesive_cuts:
+        name, shown = OURS_NEAREST, None
+    else:
+        name, shown = "ours", views
     return Competitor(name, lambda text: chunker.chunk_note(text, title), shown, True)
 
 
@@ -222,6 +237,7 @@ def all_competitors(max_tokens: int, include_ours: bool = True) -> list[Competit
     if include_ours:
         competitors.append(ours_competitor(max_tokens))
         competitors.append(ours_competitor(max_tokens, helper_thread=True))
+        competitors.append(ours_competitor(max_tokens, cohesive_cuts=False))
     competitors += [
         baseline_competitor(max_tokens),
         langchain_competitor(max_tokens),

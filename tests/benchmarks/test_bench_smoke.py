@@ -194,9 +194,10 @@ def test_chunking_benchmark_smoke() -> None:
     results = benchmark_size(docs, 200, repeats=1)
     res = results[0]
     assert {"ours", "floor (parse+encode)", "roadmap regex"} <= set(res.timings)
-    assert len(res.timings) == 9 and len(res.structure) == 6
+    assert len(res.timings) == 10 and len(res.structure) == 6
     assert "chonkie + exact counts" in res.timings
     assert "ours + helper thread" in res.timings
+    assert "ours, nearest-boundary cuts" in res.timings
     ours = res.structure[OURS]
     assert ours.chunks > 3
     assert (
@@ -216,6 +217,8 @@ def test_chunking_benchmark_smoke() -> None:
     assert "ours / floor" in text and "Structure quality at 200" in text
     assert "ours / floor (CPU)" in text and "ours: CPU / wall" in text
     assert "ours + helper thread (opt-in" in text
+    assert "- ours, nearest-boundary cuts (the cut-rule ablation" in text
+    assert "ours, nearest-boundary cuts: CPU / wall" in text
     assert "‡ chonkie + exact counts" in text and "ours / chonkie + exact counts ‡" in text
     assert all(t.cpu_samples and len(t.cpu_samples) == len(t.samples) for t in res.timings.values())
     assert "Linear scaling" in text
