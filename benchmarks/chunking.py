@@ -380,9 +380,10 @@ one pyromark parse (GFM tables + YAML metadata, events iterated) + one tiktoken
 (cl100k tokenizer, 8191-token embedding input limit), full `chunk_note` incl. breadcrumbs
 and hashes; *ours, nearest-boundary cuts* = the same with `cohesive_cuts=False` (each cut
 at the boundary nearest its balanced position, not where the text changes topic: what that
-rule costs; not a target); *roadmap regex* = the Phase 2.1 algorithm of the roadmap (`len // 4` estimate,
-`benchmarks/baseline_regex_chunker.py`); *langchain* = MarkdownHeaderTextSplitter (h1–h6)
-then RecursiveCharacterTextSplitter.from_tiktoken_encoder per section; *llamaindex* =
+rule costs; not a target); *roadmap regex* = the Phase 2.1 algorithm of the roadmap
+(`len // 4` estimate, `benchmarks/baseline_regex_chunker.py`); *langchain* =
+MarkdownHeaderTextSplitter (h1–h6) then RecursiveCharacterTextSplitter.from_tiktoken_encoder
+per section; *llamaindex* =
 MarkdownNodeParser († does not size by tokens: it splits on headings only, so it is not held
 to the speed target and its "over limit" is by construction); *chonkie* = RecursiveChunker
 with a tiktoken Encoding and its default rules (its "markdown" recipe is downloaded from the
