@@ -1,7 +1,7 @@
 """Hostile inputs finish, stay lossless and keep every invariant.
 
 The full-size cases of the issue (10 MB, 100 000 headings, 50 000-row table) run in the
-default suite, beside a smaller version of each: together about 40 s on one core.
+default suite: together about 40 s on one core.
 """
 
 from __future__ import annotations
@@ -49,8 +49,7 @@ def test_ten_megabyte_note() -> None:
     assert len(chunks) > 10_000 and elapsed < 120
 
 
-@pytest.mark.parametrize("n", [10_000, 100_000])
-def test_many_headings(n: int) -> None:
+def test_many_headings(n: int = 100_000) -> None:
     chunks, _ = run(headings(n))
     assert len(chunks) == n
     assert chunks[-1].content_md == f"body {n - 1}."
@@ -129,8 +128,7 @@ def test_unclosed_fence_at_the_top() -> None:
     assert all(c.heading_path == ["Hostile"] for c in chunks)
 
 
-@pytest.mark.parametrize("rows", [5_000, 50_000])
-def test_huge_table(rows: int) -> None:
+def test_huge_table(rows: int = 50_000) -> None:
     chunks, _ = run(table(rows))
     assert all(c.chunk_type == "table" for c in chunks)
     assert sum(c.metadata["row_count"] for c in chunks) == rows
