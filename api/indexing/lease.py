@@ -22,6 +22,7 @@ from pymongo.errors import PyMongoError
 
 from api import observability as obs
 from api.db.client import is_unavailable
+from api.indexing.chunks_repository import ChunksRepository
 from api.indexing.records import backoff_seconds
 from api.notes.queue import IndexQueue
 from connectors.embeddings.base import EmbeddingError
@@ -69,6 +70,30 @@ async def while_unavailable(event: str, op: Callable[[], Awaitable[Any]], budget
             log.info(event, retry_in_s=delay, error=type(exc).__name__)
         await asyncio.sleep(delay)
         delay = min(delay * 2, 5.0)
+
+
+async def finish_eviction(queue: IndexQueue, chunks: ChunksRepository, note_id: ObjectId) -> int:
+    """Delete the versions older than the indexed one of a note still flagged
+    `evict_pending`, then clear the flag; returns the chunks deleted.
+
+    For a run whose commit may have been applied with its reply lost (the database died
+    right after applying it): the run saw an error, or the driver's retry on the restarted
+    server matched nothing and read as refused. Either way it never evicted, and the old
+    chunks waited for the maintenance sweep (up to 30 s; the SIGKILL restart test's
+    integrity check found them in CI). Safe whoever holds the note now: a version older
+    than the indexed one is never live again. A failure here is left to the sweep."""
+    try:
+        note = await queue.get(note_id)
+        if note is None or not note.get("evict_pending") or note.get("indexed_version") is None:
+            return 0
+        version = int(note["indexed_version"])
+        deleted = await chunks.delete_older_versions(note_id, version)
+        await queue.clear_eviction(note_id, version)
+    except PyMongoError as exc:
+        log.info("note.eviction_left_to_sweep", error=type(exc).__name__)
+        return 0
+    log.info("note.lost_commit_evicted", version=version, chunks=deleted)
+    return deleted
 
 
 async def hand_back(

@@ -24,12 +24,14 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import OperationFailure
 
 from api import observability as obs
+from api.db.client import is_unavailable
 from api.indexing.cache_repository import EmbeddingCacheRepository
 from api.indexing.chunks_repository import ChunksRepository
 from api.indexing.fairness import AuthorRotation, LeaseClaims, turn_over_check
 from api.indexing.lease import (
     ReconcilerConfig,
     claim_or_hand_back,
+    finish_eviction,
     hand_back,
     keep_lease,
     record_failure,
@@ -134,6 +136,8 @@ class Reconciler:
         self, note: dict[str, Any], token: str, exc: Exception
     ) -> IndexOutcome:
         gave_up, error = await record_failure(self.queue, self.config, note, token, exc)
+        if is_unavailable(exc):  # its commit may have landed, reply lost: evict for it
+            await finish_eviction(self.queue, self.chunks, note["_id"])
         return IndexOutcome(note["_id"], "failed" if gave_up else "pending", error=error)
 
     # ---- the work ---------------------------------------------------------------------
@@ -359,6 +363,9 @@ class Reconciler:
         else:
             await self.queue.recheck(note_id, datetime.now(UTC))
             log.info("note.fenced_recheck", version=version)
+        # Refused may mean applied: the driver retried a commit whose reply was lost, and
+        # the retry matched nothing. That commit's eviction is still to do.
+        await finish_eviction(self.queue, self.chunks, note_id)
 
     async def _evict(
         self,

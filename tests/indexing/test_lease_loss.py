@@ -12,7 +12,7 @@ from bson import ObjectId
 from pymongo.errors import AutoReconnect
 
 from tests.conftest import running_app
-from tests.helpers import openai_indexing_settings, sectioned_note, wait_indexed
+from tests.helpers import openai_indexing_settings, sectioned_note, wait_evicted, wait_indexed
 
 
 @pytest.fixture
@@ -225,3 +225,47 @@ async def test_a_claim_whose_reply_is_lost_does_not_hold_the_note_for_a_whole_le
         raw = await api.container.db.notes.find_one({"_id": lost[0]["_id"]})
         assert raw is not None
         assert raw["index_attempts"] == 0 and raw["lease_token"] is None
+
+
+async def test_a_commit_whose_reply_was_lost_still_evicts_the_old_version(
+    make_settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database went away just after applying a run's commit, before its reply: the
+    run saw AutoReconnect, so it never evicted the old version, and the old chunks stayed
+    until the maintenance sweep (up to 30 s; the SIGKILL restart test's integrity check
+    found them in CI). Once the database answers again, the run finishes the eviction."""
+    from api.indexing import worker
+
+    monkeypatch.setattr(worker, "MAINTENANCE_EVERY_S", 3600.0)  # only the run may evict
+    async with running_app(make_settings(autonote_index_poll_s=0.1)) as api:
+        h = await api.new_user()
+        r = await api.client.post(
+            "/v1/notes", json={"title": "T", "content_md": sectioned_note(4, seed=1)}, headers=h
+        )
+        note_id = r.json()["id"]
+        oid = ObjectId(note_id)
+        await wait_indexed(api, h, note_id)
+        await wait_evicted(api.container.db, oid)
+        queue = api.container.indexing.reconciler.queue
+        real_complete = queue.complete
+        lost: list[int] = []
+
+        async def applied_then_reply_lost(*args: Any, **kwargs: Any) -> Any:
+            done = await real_complete(*args, **kwargs)
+            if done is not None and done.get("indexed_version") == 2 and not lost:
+                lost.append(2)
+                raise AutoReconnect("connection closed (server killed after the write)")
+            return done
+
+        queue.complete = applied_then_reply_lost  # type: ignore[method-assign]
+        r = await api.client.patch(
+            f"/v1/notes/{note_id}", json={"content_md": sectioned_note(4, seed=2)}, headers=h
+        )
+        assert r.json()["version"] == 2
+        await wait_indexed(api, h, note_id)
+        await wait_evicted(api.container.db, oid, timeout_s=10)
+        assert lost == [2], "the fault was injected"
+        versions = await api.container.db.note_chunks.distinct("note_version", {"note_id": oid})
+        assert versions == [2]
+        raw = await api.container.db.notes.find_one({"_id": oid})
+        assert raw is not None and raw["index_status"] == "indexed" and raw["lease_token"] is None

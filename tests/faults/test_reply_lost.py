@@ -1,17 +1,22 @@
-"""A claim applied by the database just before it dies, and retried by the driver
-(`retryWrites`) once it is back within the server selection timeout: the restarted server
-has forgotten the first attempt and runs the claim again, which matches nothing (the note
-is already taken by that first attempt) and returns None instead of raising. The note sat
-`indexing` under a lease nobody held for the whole lease (120 s; found by review).
+"""A write the database applies just before it dies, and the driver retries (`retryWrites`)
+once it is back within the server selection timeout: the restarted server has forgotten the
+first attempt and runs the write again, which matches nothing and returns None instead of
+raising.
 
-Only the network is faked (a proxy drops the claim's reply); the embedded server is really
+- A claim: the note sat `indexing` under a lease nobody held for the whole lease (120 s;
+  found by review).
+- A commit: the run read its own applied commit as refused, never evicted the old version,
+  and the old chunks waited for the maintenance sweep (found by the SIGKILL restart test's
+  integrity check in CI).
+
+Only the network is faked (a proxy drops the reply); the embedded server is really
 SIGKILLed and restarted on its port and data directory."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -23,24 +28,38 @@ from pymongo.errors import PyMongoError
 from api.db.embedded import EmbeddedMongo
 from tests.conftest import Api, running_app
 from tests.faults.wire_proxy import ReplyLosingProxy
+from tests.helpers import sectioned_note, wait_evicted, wait_indexed
 
 
-class ClaimLost:
-    """An app on an embedded server behind a proxy, set up so that the next claim that
-    takes a note is applied and the server is SIGKILLed and restarted before it replies."""
+class ReplyLost:
+    """An app on an embedded server behind a proxy, set up so that the next request that
+    `lose` picks is applied and the server is SIGKILLed and restarted before it replies."""
 
     def __init__(self, api: Api, proxy: ReplyLosingProxy, servers: list[EmbeddedMongo]) -> None:
         self.api, self.proxy, self.servers = api, proxy, servers
 
     def check(self) -> None:
-        assert self.proxy.lost, "the claim's reply was lost once"
+        assert self.proxy.lost, "the reply was lost once"
         assert len(self.servers) == 2, "the server was killed and restarted"
 
 
+def claim(request: bytes, reply: bytes) -> bool:
+    return b"findAndModify" in request and b"claimed_at" in reply
+
+
+def commit(request: bytes, _reply: bytes) -> bool:
+    """A commit of a new version: only its update sets `evict_pending`."""
+    return b"findAndModify" in request and b"evict_pending" in request
+
+
 @asynccontextmanager
-async def claim_reply_lost(
-    tmp_path: Path, make_settings: Any, **overrides: Any
-) -> AsyncIterator[ClaimLost]:
+async def reply_lost(
+    tmp_path: Path,
+    make_settings: Any,
+    lose: Callable[[bytes, bytes], bool] | None = claim,
+    **overrides: Any,
+) -> AsyncIterator[ReplyLost]:
+    """`lose`: which reply to lose (None: none until the test arms `proxy.lose_reply_of`)."""
     server = EmbeddedMongo(tmp_path / "db")
     server.start()
     port = server.port
@@ -59,9 +78,9 @@ async def claim_reply_lost(
     assert settings.autonote_index_lease_s == 120
     try:
         async with running_app(settings) as api:
-            proxy.lose_reply_of = lambda req, rep: b"findAndModify" in req and b"claimed_at" in rep
+            proxy.lose_reply_of = lose
             proxy.on_lost = kill_and_restart
-            yield ClaimLost(api, proxy, servers)
+            yield ReplyLost(api, proxy, servers)
     finally:
         await proxy.stop()
         servers[-1].stop()
@@ -70,7 +89,7 @@ async def claim_reply_lost(
 async def test_a_claim_applied_just_before_a_quick_db_restart_does_not_hold_the_note(
     tmp_path: Path, make_settings: Any
 ) -> None:
-    async with claim_reply_lost(tmp_path, make_settings, autonote_index_poll_s=0.1) as lost:
+    async with reply_lost(tmp_path, make_settings, autonote_index_poll_s=0.1) as lost:
         api = lost.api
         h = await api.new_user()
         r = await api.client.post(
@@ -99,7 +118,7 @@ async def test_a_retried_claim_with_a_backlog_leaves_no_note_under_a_dead_lease(
     note the first attempt took stayed `indexing` under this run's lease (found by
     review). It is handed back."""
     # No background workers: the runs are driven by hand, so the notes wait as a backlog.
-    async with claim_reply_lost(tmp_path, make_settings, autonote_index_workers=0) as lost:
+    async with reply_lost(tmp_path, make_settings, autonote_index_workers=0) as lost:
         api = lost.api
         h = await api.new_user()
         ids = []
@@ -128,7 +147,7 @@ async def test_both_replies_lost_leaves_no_note_under_a_dead_lease(
     """The driver's retry of the claim loses its reply too (two quick restarts): the first
     attempt took one note, the retry another, and the claim raises. The hand-back gave back
     one of them only (found by review)."""
-    async with claim_reply_lost(tmp_path, make_settings, autonote_index_workers=0) as lost:
+    async with reply_lost(tmp_path, make_settings, autonote_index_workers=0) as lost:
         api, proxy = lost.api, lost.proxy
         h = await api.new_user()
         ids = []
@@ -158,3 +177,32 @@ async def test_both_replies_lost_leaves_no_note_under_a_dead_lease(
         }
         stuck = [d["_id"] for d in docs if d["index_status"] == "indexing"]
         assert stuck == [], f"held under the failed run's lease: {state}"
+
+
+async def test_a_commit_applied_just_before_a_quick_db_restart_still_evicts_the_old_version(
+    tmp_path: Path, make_settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from api.indexing import worker
+
+    monkeypatch.setattr(worker, "MAINTENANCE_EVERY_S", 3600.0)  # only runs may evict
+    async with reply_lost(tmp_path, make_settings, None, autonote_index_poll_s=0.1) as lost:
+        api, db = lost.api, lost.api.container.db
+        h = await api.new_user()
+        r = await api.client.post(
+            "/v1/notes", json={"title": "t", "content_md": sectioned_note(4, seed=3)}, headers=h
+        )
+        assert r.status_code == 201, r.text
+        oid = ObjectId(r.json()["id"])
+        await wait_indexed(api, h, str(oid))
+        await wait_evicted(db, oid)
+        lost.proxy.lose_reply_of = commit  # version 2's commit
+        r = await api.client.patch(
+            f"/v1/notes/{oid}", json={"content_md": sectioned_note(4, seed=4)}, headers=h
+        )
+        assert r.status_code == 200 and r.json()["version"] == 2, r.text
+        note = await wait_indexed(api, h, str(oid), timeout_s=30)
+        await wait_evicted(db, oid, timeout_s=20)
+        lost.check()
+        assert note["indexed_version"] == 2
+        versions = await db.note_chunks.distinct("note_version", {"note_id": oid})
+        assert versions == [2], f"chunk versions left: {versions}"
