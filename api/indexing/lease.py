@@ -92,7 +92,7 @@ async def finish_eviction(queue: IndexQueue, chunks: ChunksRepository, note_id: 
     except PyMongoError as exc:
         log.info("note.eviction_left_to_sweep", error=type(exc).__name__)
         return 0
-    log.info("note.lost_commit_evicted", version=version, chunks=deleted)
+    log.info("note.eviction_finished", version=version, chunks=deleted)
     return deleted
 
 
