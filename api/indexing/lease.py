@@ -72,27 +72,46 @@ async def while_unavailable(event: str, op: Callable[[], Awaitable[Any]], budget
         delay = min(delay * 2, 5.0)
 
 
-async def finish_eviction(queue: IndexQueue, chunks: ChunksRepository, note_id: ObjectId) -> int:
-    """Delete the versions older than the indexed one of a note still flagged
-    `evict_pending`, then clear the flag; returns the chunks deleted.
+async def evict_flagged(queue: IndexQueue, chunks: ChunksRepository, note: dict[str, Any]) -> int:
+    """Finish the eviction a commit flagged on `note` (a document with its `_id` and
+    `indexed_version`): delete the versions older than the indexed one, then clear the
+    flag; returns the chunks deleted. Safe whoever holds the note now: a version older than
+    the indexed one is never live again."""
+    if note.get("indexed_version") is None:
+        # Trashed since: its removal deleted every chunk. Left set, such flags filled the
+        # 500 the sweep reads and starved real evictions.
+        await queue.clear_eviction(note["_id"], None)
+        return 0
+    version = int(note["indexed_version"])
+    deleted = await chunks.delete_older_versions(note["_id"], version)
+    await queue.clear_eviction(note["_id"], version)
+    return deleted
+
+
+async def finish_eviction(
+    queue: IndexQueue,
+    chunks: ChunksRepository,
+    note_id: ObjectId,
+    note: dict[str, Any] | None = None,
+) -> int:
+    """`evict_flagged` for a note still flagged `evict_pending` (`note`: its document when
+    the caller has just read it); returns the chunks deleted.
 
     For a run whose commit may have been applied with its reply lost (the database died
     right after applying it): the run saw an error, or the driver's retry on the restarted
     server matched nothing and read as refused. Either way it never evicted, and the old
     chunks waited for the maintenance sweep (up to 30 s; the SIGKILL restart test's
-    integrity check found them in CI). Safe whoever holds the note now: a version older
-    than the indexed one is never live again. A failure here is left to the sweep."""
+    integrity check found them in CI). A failure here is left to the sweep."""
     try:
-        note = await queue.get(note_id)
-        if note is None or not note.get("evict_pending") or note.get("indexed_version") is None:
+        if note is None:
+            note = await queue.get(note_id)
+        if note is None or not note.get("evict_pending"):
             return 0
-        version = int(note["indexed_version"])
-        deleted = await chunks.delete_older_versions(note_id, version)
-        await queue.clear_eviction(note_id, version)
+        deleted = await evict_flagged(queue, chunks, note)
     except PyMongoError as exc:
         log.info("note.eviction_left_to_sweep", error=type(exc).__name__)
         return 0
-    log.info("note.eviction_finished", version=version, chunks=deleted)
+    log.info("note.eviction_finished", version=note.get("indexed_version"), chunks=deleted)
     return deleted
 
 

@@ -365,7 +365,7 @@ class Reconciler:
             log.info("note.fenced_recheck", version=version)
         # Refused may mean applied: the driver retried a commit whose reply was lost, and
         # the retry matched nothing. That commit's eviction is still to do.
-        await finish_eviction(self.queue, self.chunks, note_id)
+        await finish_eviction(self.queue, self.chunks, note_id, current)
 
     async def _evict(
         self,

@@ -13,6 +13,7 @@ import structlog
 from bson import ObjectId
 
 from api import observability as obs
+from api.indexing.lease import evict_flagged
 from api.indexing.reconciler import IndexOutcome, Reconciler
 from api.notes.versioning import whole_version
 from api.tasks import cancel_and_wait
@@ -161,14 +162,7 @@ class IndexWorkers:
         evicted = 0
         for note in await queue.pending_evictions():
             # A worker died between a swap's commit and deleting the old version.
-            if note.get("indexed_version") is not None:
-                version = int(note["indexed_version"])
-                evicted += await self.reconciler.chunks.delete_older_versions(note["_id"], version)
-                await queue.clear_eviction(note["_id"], version)
-            else:
-                # Trashed since: its removal deleted every chunk. Left set, such flags
-                # filled the 500 the sweep reads and starved real evictions.
-                await queue.clear_eviction(note["_id"], None)
+            evicted += await evict_flagged(queue, self.reconciler.chunks, note)
         leftovers = removed = 0
         if orphans:  # the rare, whole-collection sweeps: at start-up, then every 10 minutes
             leftovers = await self._delete_leftovers_of_failed_notes()

@@ -207,6 +207,16 @@ async def wait_all_indexed(
     return time.monotonic() - started
 
 
+async def index_settled(db: Any) -> bool:
+    """No note queued or being indexed, and none with old versions still to evict: indexed
+    is not settled, since a commit is followed by the eviction of the old version (a commit
+    whose reply a kill lost is evicted once its run sees the database again; the sweep,
+    every 30 s, is the backstop)."""
+    return not await db.notes.count_documents(
+        {"$or": [{"index_status": {"$in": ["pending", "indexing"]}}, {"evict_pending": True}]}
+    )
+
+
 async def integrity_after_convergence(api: Any, timeout_s: float = 60) -> Any:
     """Wait until no note is queued or being indexed, then run the integrity checker on
     the app's database; returns the report."""
@@ -214,13 +224,7 @@ async def integrity_after_convergence(api: Any, timeout_s: float = 60) -> Any:
     from api.providers import embedding_model_key
 
     db = api.container.db
-
-    async def idle() -> bool:
-        return not await db.notes.count_documents(
-            {"index_status": {"$in": ["pending", "indexing"]}}
-        )
-
-    await eventually(idle, timeout_s, "indexing converged")
+    await eventually(lambda: index_settled(db), timeout_s, "indexing converged")
     embedder = api.container.embedder
     expect = Expectations(embedding_model_key(embedder), embedder.dimensions)
     return await IntegrityChecker(db, expect).run()

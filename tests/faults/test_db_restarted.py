@@ -31,6 +31,7 @@ from tests.faults.support import (
     WriteLog,
     eventually,
     free_port,
+    index_settled,
     latency_figures,
     record,
     verify_acknowledged,
@@ -130,16 +131,6 @@ async def search_finds(
     raise AssertionError(f"{word!r} not searchable within {timeout_s}s")
 
 
-async def evictions_settled(db: Any, timeout_s: float) -> float:
-    """Poll until no note is flagged `evict_pending`; returns the seconds it took."""
-    started = time.monotonic()
-    while await db.notes.count_documents({"evict_pending": True}):
-        if time.monotonic() - started > timeout_s:
-            raise AssertionError(f"old versions still not evicted after {timeout_s}s")
-        await asyncio.sleep(0.1)
-    return time.monotonic() - started
-
-
 async def run_scenario(
     tmp_path: Path, make_settings: Any, stub_url: str, *, clients: int, outage_s: float,
     rounds: int,
@@ -203,13 +194,9 @@ async def run_scenario(
                 )
         checker_client: AsyncMongoClient = AsyncMongoClient(url, tz_aware=True)
         try:
-            # Indexed is not settled: a commit is followed by the eviction of the old
-            # version, and a commit whose reply the kill lost is evicted once the run sees
-            # the database again (the sweep, every 30 s, is the backstop).
-            evicted_s = await evictions_settled(checker_client[settings.mongodb_db], 45)
-            report = await IntegrityChecker(
-                checker_client[settings.mongodb_db], expectations(settings)
-            ).run()
+            checked = checker_client[settings.mongodb_db]
+            evicted_s = await eventually(lambda: index_settled(checked), 45, "index settled")
+            report = await IntegrityChecker(checked, expectations(settings)).run()
         finally:
             await checker_client.close()
     finally:
