@@ -80,9 +80,14 @@ async def build_search(
     backend: Any
     if backend_name == "local":
         index = LocalIndex(embedder.dimensions)
-        sync = LocalIndexSync(db, index, model_key=embedding_model_key(embedder))
+        sync = LocalIndexSync(
+            db,
+            index,
+            model_key=embedding_model_key(embedder),
+            poll_s=settings.autonote_search_poll_s,
+        )
         await sync.start()
-        backend = LocalBackend(index)
+        backend = LocalBackend(index, catch_up=sync.catch_up)
     else:
         backend = AtlasBackend(
             db, vector_index=settings.atlas_vector_index, text_index=settings.atlas_text_index
@@ -131,6 +136,7 @@ def build_lifespan(settings: Settings):
                 embedder=embedder,
                 concurrency=settings.autonote_index_workers,
                 listeners=[sync.refresh_note] if sync is not None else [],
+                commit_scope=sync.committing if sync is not None else None,
             )
 
             async def on_change(note_id: ObjectId) -> bool:

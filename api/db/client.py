@@ -110,6 +110,9 @@ NOTES_INDEXES = [
     ),
     IndexModel([("lease_expires_at", ASCENDING)], name="index_lease", sparse=True),
     IndexModel([("evict_pending", ASCENDING)], name="index_evict_pending", sparse=True),
+    # Every process's local search index polls commits by `indexed_at`, twice a second
+    # (without it, each poll scanned every note).
+    IndexModel([("indexed_at", ASCENDING)], name="indexed_at"),
 ]
 
 NOTE_CHUNKS_INDEXES = [

@@ -15,6 +15,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,6 +48,8 @@ log = structlog.get_logger(__name__)
 
 # Called after a note's searchable chunks changed (the local search index listens).
 IndexListener = Callable[[dict[str, Any]], Awaitable[None]]
+# Entered around a note's commit and its listeners (searches wait for it to exit).
+CommitScope = Callable[[dict[str, Any]], AbstractAsyncContextManager[None]]
 
 
 class Reconciler:
@@ -61,6 +64,7 @@ class Reconciler:
         model_key: str,
         config: ReconcilerConfig,
         listeners: list[IndexListener] | None = None,
+        commit_scope: CommitScope | None = None,
     ) -> None:
         self.db = db
         self.queue = IndexQueue(db)
@@ -71,6 +75,7 @@ class Reconciler:
         self.model_key = model_key
         self.config = config
         self.listeners = listeners or []
+        self.commit_scope = commit_scope or (lambda _note: contextlib.nullcontext())
         self.worker_id = uuid.uuid4().hex[:12]
         self.rotation = AuthorRotation()
 
@@ -196,10 +201,11 @@ class Reconciler:
         )
         stats = index_stats(len(chunks), embedded, tokens, started, note.get("index_progress"))
 
-        if current_version == version:
-            return await self._swap_same_version(
-                note, token, version, chunks, docs, stats, existing
-            )
+        if current_version == version:  # committed in a transaction: the scope spans it
+            async with self.commit_scope(note):
+                return await self._swap_same_version(
+                    note, token, version, chunks, docs, stats, existing
+                )
         # A new version: leftovers of an interrupted attempt at this version are invisible
         # (not the indexed version) and would collide with the unique index. Unless this run
         # lost its lease and another run committed this very version since: then they are
@@ -248,17 +254,14 @@ class Reconciler:
         )
         if evict:  # cleared once the old versions are gone (the sweep finishes it otherwise)
             fields["evict_pending"] = True
-        updated = await self.queue.complete(
-            note["_id"],
-            token,
-            fields=fields,
-            now=now,
-            session=session,
-        )
-        if updated is None:
-            return None
-        if session is None:
-            await self._after_commit(note, updated, stats, now, written)
+        async with self.commit_scope(note):
+            updated = await self.queue.complete(
+                note["_id"], token, fields=fields, now=now, session=session
+            )
+            if updated is None:
+                return None
+            if session is None:
+                await self._after_commit(note, updated, stats, now, written)
         return {**stats, "_final_status": updated["index_status"]}
 
     async def _after_commit(

@@ -9,7 +9,7 @@ from typing import Any
 from pymongo.asynchronous.database import AsyncDatabase
 
 from api.config import Settings
-from api.indexing.reconciler import IndexListener, Reconciler, ReconcilerConfig
+from api.indexing.reconciler import CommitScope, IndexListener, Reconciler, ReconcilerConfig
 from api.indexing.worker import IndexWorkers
 from api.providers import embedding_model_key
 
@@ -28,6 +28,7 @@ def build_indexing(
     embedder: Any,
     concurrency: int,
     listeners: list[IndexListener] | None = None,
+    commit_scope: CommitScope | None = None,
 ) -> Indexing:
     """A reconciler and `concurrency` worker loops (not started)."""
     reconciler = Reconciler(
@@ -43,6 +44,7 @@ def build_indexing(
             turn_s=settings.autonote_index_turn_s,
         ),
         listeners=listeners,
+        commit_scope=commit_scope,
     )
     workers = IndexWorkers(
         reconciler,

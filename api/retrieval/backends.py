@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Literal, Protocol
 
 import numpy as np
@@ -66,8 +66,15 @@ class SearchBackend(Protocol):
 class LocalBackend:
     name = "local"
 
-    def __init__(self, index: LocalIndex) -> None:
+    def __init__(
+        self,
+        index: LocalIndex,
+        *,
+        catch_up: Callable[[ObjectId], Awaitable[object]] | None = None,
+    ) -> None:
         self.index = index
+        # Applies the author's commits the index has not seen yet (LocalIndexSync.catch_up).
+        self.catch_up = catch_up
 
     async def retrieve(
         self,
@@ -79,6 +86,8 @@ class LocalBackend:
         k: int,
         filters: SearchFilters,
     ) -> RetrieverLists:
+        if self.catch_up is not None:  # while the query is still being embedded
+            await self.catch_up(author_id)
         use_vector = mode != "keyword" and vector is not None
         use_keyword = mode != "vector"
         query_vector: np.ndarray | concurrent.futures.Future[np.ndarray | None] | None = None

@@ -1,7 +1,8 @@
 """Keeps a process's in-memory `LocalIndex` equal to what `note_chunks` says is searchable.
 
 - At start-up every active note's chunks of its `indexed_version` are loaded.
-- The in-process reconciler calls `refresh_note` right after it commits (no delay).
+- The in-process reconciler calls `refresh_note` right after it commits, inside
+  `committing`: a search by that note's author waits for both (read-your-writes).
 - A poll loop picks up what other processes committed (separate `autonote worker`s, other
   API processes): notes whose `indexed_at` moved since the last poll (with a margin for
   clock skew between machines), so a worker's commit is searchable here within a second.
@@ -13,8 +14,8 @@ commit has a later `indexed_at` and arrives next.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -76,6 +77,8 @@ _INLINE_APPLY_CHUNKS = 200
 # The ordering records are pruned when they reach this many entries (or twice what the
 # last pruning kept).
 PRUNE_MIN_ENTRIES = 10_000
+# A search waits at most this long for its author's in-process commits (`catch_up`).
+CATCH_UP_WAIT_S = 2.0
 
 
 class LocalIndexSync:
@@ -100,6 +103,8 @@ class LocalIndexSync:
         # Start ticks of the reads+applies under way (see `_prune`); ticks are unique.
         self._in_flight: set[int] = set()
         self._prune_at = PRUNE_MIN_ENTRIES
+        # Per author: one future per in-process commit under way (see `committing`).
+        self._commits: dict[str, set[asyncio.Future[None]]] = {}
         self._task: asyncio.Task[None] | None = None
         self.loaded = asyncio.Event()
 
@@ -161,6 +166,39 @@ class LocalIndexSync:
             chunks = await self._chunks.for_version(note["_id"], int(version), with_vectors=True)
             await self._apply_off_loop(note, chunks, started)
         self._maybe_prune()
+
+    @asynccontextmanager
+    async def committing(self, note: dict[str, Any]) -> AsyncIterator[None]:
+        """Around an in-process commit of `note` and its `refresh_note`: until both are
+        done, a search by the note's author waits for them (`catch_up`)."""
+        author = str(note.get("author_id"))
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._commits.setdefault(author, set()).add(done)
+        try:
+            yield
+        finally:
+            done.set_result(None)
+            pending = self._commits.get(author)
+            if pending is not None:
+                pending.discard(done)
+                if not pending:
+                    del self._commits[author]
+
+    async def catch_up(self, author_id: ObjectId) -> int:
+        """Read-your-writes for one author: wait (at most CATCH_UP_WAIT_S) for their
+        commits in flight in this process when the search started; returns how many.
+
+        A note reads `indexed` as soon as its commit lands, and the refresh that makes it
+        searchable here runs a database read later: a search sent in between found nothing
+        (seen in CI). Commits of other processes arrive with the next poll (`poll_s`)."""
+        pending = self._commits.get(str(author_id))
+        if not pending:
+            return 0
+        waiting = list(pending)
+        _, late = await asyncio.wait(waiting, timeout=CATCH_UP_WAIT_S)
+        if late:
+            log.warning("search.catch_up_timeout", commits=len(late), timeout_s=CATCH_UP_WAIT_S)
+        return len(waiting)
 
     def remove(self, note_id: ObjectId) -> None:
         """A note was purged: drop it now (the poll cannot see deleted documents)."""
