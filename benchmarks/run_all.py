@@ -30,6 +30,7 @@ BENCHMARKS = [
     "retrieval_section_scorer",
     "search_note_text",
     "search_deepening",
+    "search_catch_up",
     "migration_live",
     "load",
 ]
