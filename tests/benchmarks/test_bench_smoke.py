@@ -378,18 +378,18 @@ def test_search_deepening_smoke() -> None:
 
 
 def test_search_catch_up_smoke() -> None:
-    """20 notes indexed while their author searches, catch-up on and off alternating, and
-    the poll over 2 000 note documents with and without the `indexed_at` index (the real
+    """10 notes indexed while their author searches, catch-up on and off alternating, and
+    the poll over 1 000 note documents with and without the `indexed_at` index (the real
     app: embedded server, local model). The index returns the same rows."""
     import argparse
 
     from benchmarks import search_catch_up
 
-    args = argparse.Namespace(notes=20, rows=2000, authors=10, repeats=2)
+    args = argparse.Namespace(notes=10, rows=1000, authors=10, repeats=2)
     latency, follow = asyncio.run(search_catch_up.measure(args))
     assert latency["samples"]["on"] and latency["samples"]["off"]
     assert latency["waited_commits"] >= latency["waited_searches"]
     assert [f["phase"] for f in follow] == ["with", "without", "with, again"]
     assert len({f["poll_rows"] for f in follow}) == 1
-    report = search_catch_up.render(latency, follow, 2000, 10)
+    report = search_catch_up.render(latency, follow, 1000, 10)
     assert "| on ÷ off |" in report and "| without ÷ with (mean of both) |" in report
