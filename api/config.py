@@ -75,8 +75,8 @@ class Settings(BaseSettings):
     search_backend: Literal["auto", "atlas", "local"] = "auto"
     atlas_vector_index: str = "note_chunks_vector_index"
     atlas_text_index: str = "note_chunks_text_index"
-    # How often the local search index reads commits made by other processes (a search
-    # also catches up on its own author's first: see LocalIndexSync.catch_up).
+    # How often the local search index reads commits made by other processes (this
+    # process's own commits are applied at once: see LocalIndexSync.catch_up).
     autonote_search_poll_s: float = Field(0.5, gt=0, le=3600)
 
     # Server, auth, limits.

@@ -73,7 +73,7 @@ class LocalBackend:
         catch_up: Callable[[ObjectId], Awaitable[object]] | None = None,
     ) -> None:
         self.index = index
-        # Applies the author's commits the index has not seen yet (LocalIndexSync.catch_up).
+        # Waits for the author's in-process commits not applied yet (LocalIndexSync.catch_up).
         self.catch_up = catch_up
 
     async def retrieve(
