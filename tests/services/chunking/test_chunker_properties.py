@@ -124,3 +124,19 @@ def test_pack_with_target(sizes: list[int], limit: int, frac: float) -> None:
         assert toks[j] - toks[i] <= limit or j == i + 1
     assert len(groups) >= len(pack(toks, limit))
     assert pack(toks, limit, limit) == pack(toks, limit)
+
+
+@given(st.text(alphabet="ab \n\r", max_size=40), st.data())
+@settings(max_examples=500, deadline=None)
+def test_the_checkers_line_bounds_match_their_definition(text: str, data: st.DataObject) -> None:
+    """The invariant checker finds line bounds with bounded searches (a whole-note search for
+    a "\\r" made it quadratic): they equal the plain definition — the line starts after the
+    last "\\n" or "\\r" before `pos` (not before `floor`) and ends at the first one after."""
+    from tests.services.chunking.chunk_invariants import _line_end, _line_start
+
+    floor = data.draw(st.integers(0, len(text)))
+    pos = data.draw(st.integers(floor, len(text)))
+    breaks = [i for i in range(floor, pos) if text[i] in "\r\n"]
+    assert _line_start(text, floor, pos) == (breaks[-1] + 1 if breaks else floor)
+    after = [i for i in range(pos, len(text)) if text[i] in "\r\n"]
+    assert _line_end(text, pos) == (after[0] if after else -1)
