@@ -24,27 +24,6 @@ from tests.stubs.fixtures import openai_stub, openai_stub_client, openai_stub_se
 
 ADMIN_TOKEN = "test-admin-token"
 
-# The longest test files (seconds in `pytest -n 2 --durations=60` on 2026-12-03), run first.
-# `make test` hands files to its 2 workers in collection order (`--no-loadscope-reorder`);
-# xdist's default, files with the most tests first, started these, which have few tests,
-# last, while the other worker ran out of files (longest-first scheduling).
-LONGEST_FILES = (
-    "tests/migration/test_acceptance.py",  # 97
-    "tests/services/chunking/test_chunker_hostile.py",  # 89 (44 since its checker fix)
-    "tests/indexing/test_crash.py",  # 59
-    "tests/benchmarks/test_load_smoke.py",  # 41
-    "tests/migration/test_live_workers.py",  # 36
-    "tests/faults/test_db_restarted.py",  # 36
-    "tests/connectors/test_local_embedder.py",  # 28
-    "tests/test_schemathesis.py",  # 26
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Longest files first; every other test keeps its place (the sort is stable)."""
-    rank = {path: i for i, path in enumerate(LONGEST_FILES)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
-
 
 @pytest.fixture(scope="session")
 def mongo_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
