@@ -58,12 +58,17 @@ def _note(i: int) -> dict[str, Any]:
 
 async def search_latency(url: str, notes: int) -> dict[str, Any]:
     """Per-search seconds with the catch-up on and off, alternating, while indexing runs."""
-    data = Path(tempfile.mkdtemp(prefix="autonote-catchup-"))
-    settings = bench_settings(url, "bench_catch_up", data, autonote_index_workers=2)
+    with tempfile.TemporaryDirectory(prefix="autonote-catchup-") as data:
+        settings = bench_settings(url, "bench_catch_up", Path(data), autonote_index_workers=2)
+        return await _search_latency(settings, notes)
+
+
+async def _search_latency(settings: Any, notes: int) -> dict[str, Any]:
     async with in_process_app(settings) as app:
         h = await app.new_user()
         db = app.container.db
         r = await app.client.post("/v1/notes", json=_note(0), headers=h)  # loads the model
+        assert r.status_code == 201, r.text
         await wait_until(lambda: _all_indexed(db), timeout_s=600, interval_s=0.1, what="warm")
         backend = app.container.search.backend
         catch_up = backend.catch_up
@@ -130,7 +135,7 @@ async def follow_queries(url: str, rows: int, authors: int, repeats: int) -> lis
                 "indexed_version": 1,
                 "chunk_count": 3,
                 "tags": [],
-                # A day of commits; the last 10 s hold the recent ones.
+                # A day of commits: the poll's 5 s window holds a few of them.
                 "indexed_at": newest - timedelta(seconds=rng.uniform(0, 86_400)),
             }
             for i in range(rows)

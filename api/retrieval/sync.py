@@ -178,11 +178,10 @@ class LocalIndexSync:
             yield
         finally:
             done.set_result(None)
-            pending = self._commits.get(author)
-            if pending is not None:
-                pending.discard(done)
-                if not pending:
-                    del self._commits[author]
+            pending = self._commits[author]  # holds `done` until now: never removed before
+            pending.discard(done)
+            if not pending:
+                del self._commits[author]
 
     async def catch_up(self, author_id: ObjectId) -> int:
         """Read-your-writes for one author: wait (at most CATCH_UP_WAIT_S) for their
