@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from api.services.chunking import MarkdownChunker
-from api.services.chunking.cohesion import MAX_SHARE, MIN_KEPT, Cohesion
+from api.services.chunking.cohesion import MAX_SHARE, MIN_KEPT, Cohesion, _group_by_id
 from api.services.chunking.packing import COHESION_REACH, pack
 from tests.services.chunking.chunk_invariants import check_chunks
 
@@ -91,6 +91,23 @@ def test_the_grid_reads_the_note_in_cells(
     values, cell = cohesion.cells()
     looked_up = [values[min((t + cell // 2) // cell, len(values) - 1)] for t in positions]
     assert cell == grid and np.allclose(looked_up, want, atol=1e-9)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    ids=st.lists(
+        st.one_of(
+            st.integers(0, 5),
+            st.integers(65_530, 65_541),  # either side of the 16-bit halves' seam
+            st.integers(100_000, 200_020),  # cl100k / o200k sized vocabularies
+            st.integers(2**32 - 2, 2**32 + 2),  # past what the radix passes cover
+        ),
+        max_size=200,
+    )
+)
+def test_occurrences_are_grouped_by_id_in_text_order(ids: list[int]) -> None:
+    arr = np.array(ids, dtype=np.int64)
+    assert _group_by_id(arr).tolist() == np.argsort(arr, kind="stable").tolist()
 
 
 def test_similarity_is_low_where_the_vocabulary_changes() -> None:
