@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import itertools
+import re
 from pathlib import Path
 
 import numpy as np
@@ -220,6 +221,14 @@ def test_chunking_benchmark_smoke() -> None:
     assert "- ours, nearest-boundary cuts (the cut-rule ablation" in text
     assert "ours, nearest-boundary cuts: CPU / wall" in text
     assert "‡ chonkie + exact counts" in text and "ours / chonkie + exact counts ‡" in text
+    # The room line names the peer closest to the floor among the token-sizing peers.
+    peers = ["langchain md-header+recursive", "chonkie RecursiveChunker", "semantic-text-splitter"]
+    floor = res.timings["floor (parse+encode)"]
+    room = re.search(r"fastest token-sizing peer runs at ([0-9.]+) × the floor \((.+?) on", text)
+    assert room is not None and room[2] in peers
+    assert float(room[1]) == pytest.approx(
+        min(res.timings[p].ratio_to(floor) for p in peers), abs=0.006
+    )
     assert all(t.cpu_samples and len(t.cpu_samples) == len(t.samples) for t in res.timings.values())
     assert "Linear scaling" in text
 
