@@ -28,7 +28,13 @@ def _table(members: bytes) -> np.ndarray:
     return table
 
 
-_IS_WS = _table(_WS)
+def is_ws(arr: np.ndarray) -> np.ndarray:
+    """Which bytes of a uint8 array are in `_WS`, by comparisons (" ", 9-13, 28-31; the
+    subtractions wrap below 0): about 6× faster than a 256-entry table lookup, whose fancy
+    indexing widens every byte to an index first (whole notes are scanned this way)."""
+    return (arr == 32) | ((arr - 9) <= 4) | ((arr - 28) <= 3)
+
+
 # A whole note's cuts are computed this many bytes at a time: the scan's temporaries then
 # stay in the CPU cache (a 720 KB note: 9.0 ms in one pass, 5.9 ms in blocks).
 _CUT_BLOCK = 1 << 17
@@ -313,7 +319,7 @@ class SourceText:
         back = 256
         while start > 0:
             lo = max(0, start - back)
-            ws = _IS_WS[self.arr[lo:start]]
+            ws = is_ws(self.arr[lo:start])
             ends = np.flatnonzero(~ws[:-1] & ws[1:])  # last bytes of words
             if len(ws) and not ws[-1]:
                 ends = np.append(ends, len(ws) - 1)  # a word running into `start`
@@ -338,7 +344,7 @@ class SourceText:
         if len(arr) < 2:
             out.update(word=empty, sentence=empty, sentence_line=empty)
             return out
-        ws = _IS_WS[arr]
+        ws = is_ws(arr)
         # Offsets where whitespace starts or ends. A word start's previous flip is the start
         # of the blank run before it, so the byte before that flip ends the previous word.
         flips = np.flatnonzero(ws[1:] != ws[:-1]) + 1

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from api.services.chunking.parse import front_matter_end
-from api.services.chunking.text import SourceText, sanitize
+from api.services.chunking.text import _WS, SourceText, is_ws, sanitize
 
 
 @settings(max_examples=100, deadline=None)
@@ -226,3 +226,10 @@ def test_line_search_cost_does_not_grow_with_the_distance_to_the_bounds(ending: 
         src.line_start(pos, 0)
         src.line_end(pos, n)
     assert _CountingBytes.scanned < 4 * 256 * (n // 997 + 1)
+
+
+def test_the_byte_whitespace_test_is_str_isspace_on_ascii() -> None:
+    every_byte = np.arange(256, dtype=np.uint8)
+    want = [b < 0x80 and chr(b).isspace() for b in range(256)]
+    assert is_ws(every_byte).tolist() == want
+    assert sorted(_WS) == [b for b in range(256) if want[b]]
