@@ -255,8 +255,11 @@ class TokenIndex:
                 texts.append(decode(s, e))
                 owners.append(k)
         counts = middle.tolist()
-        for owner, n in zip(owners, self.tokenizer.count_batch(texts), strict=True):
-            counts[owner] += n
+        # The edges repeat ("." ends most chunks of prose): each distinct one is encoded once.
+        distinct = list(dict.fromkeys(texts))
+        known = dict(zip(distinct, self.tokenizer.count_batch(distinct), strict=True))
+        for owner, text in zip(owners, texts, strict=True):
+            counts[owner] += known[text]
         return counts
 
 
