@@ -89,7 +89,7 @@ class Settings(BaseSettings):
     autonote_max_import_bytes: int = Field(50_000_000, ge=10_000, le=2_000_000_000)
     autonote_max_import_file_bytes: int = Field(10_000_000, ge=1_000, le=500_000_000)
     autonote_max_import_files: int = Field(200, ge=1, le=10_000)
-    # Budget for converting one HTML/DOCX/PDF file (api.notes.conversion).
+    # Budget for converting one HTML/DOCX/PDF file (api.importing.sandbox).
     autonote_import_timeout_s: float = Field(60.0, gt=0, le=3600)
     autonote_import_memory_mb: int = Field(2048, ge=256, le=262_144)
     autonote_max_tags: int = Field(50, ge=0, le=1000)

@@ -12,7 +12,7 @@ from api.config import Settings, load_settings
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-    from api.services.chunking import Chunker
+    from api.chunking import Chunker
     from connectors.chat import ChatModel
     from connectors.embeddings.base import Embedder
 
@@ -98,7 +98,7 @@ def embedding_model_key(embedder: Embedder) -> str:
 
 def build_chunker(settings: Settings, embedder: Embedder) -> Chunker:
     """The configured strategy, sized in the embedder's own tokens so nothing is truncated."""
-    from api.services.chunking import get_chunker
+    from api.chunking import get_chunker
 
     return get_chunker(
         settings.chunking_strategy,

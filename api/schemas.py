@@ -48,6 +48,8 @@ FilterTag = Annotated[
     ),
 ]
 
+OBJECT_ID_PATTERN = r"^[0-9a-fA-F]{24}$"
+
 
 def utf8_clean(value: str, field: str) -> str:
     """`value` unchanged, or ValueError if it holds a lone surrogate: JSON allows "\\ud800",

@@ -100,7 +100,7 @@ def ours_spans(
     (underscores → spaces) is the note title, which starts every chunk's embedded text;
     otherwise the title is empty and the embedded text is the chunk alone. `target` and
     `cohesive` as `MarkdownChunker`'s `target_chunk_tokens` and `cohesive_cuts`."""
-    from api.services.chunking import MarkdownChunker
+    from api.chunking import MarkdownChunker
 
     chunker = MarkdownChunker(
         max_chunk_tokens=max_tokens,
@@ -139,7 +139,7 @@ def recursive_token_spans(chunk_size: int = 200) -> SpanMaker:
 
 def fixed_token_spans(window: int = 200) -> SpanMaker:
     """Consecutive windows of `window` cl100k tokens (no overlap), as exact source slices."""
-    from api.services.chunking.tokenizer import tiktoken_tokenizer
+    from api.tokenizer.encoders import tiktoken_tokenizer
 
     enc = tiktoken_tokenizer("cl100k_base").encoding
 
@@ -233,7 +233,7 @@ FP32_LABELS = frozenset({OURS, OURS_TITLED, OURS_NEAREST, OURS_NEAREST_TITLED, B
 
 def default_specs(embedder: Any) -> list[ChunkerSpec]:
     """The chunkers the brief asks for, ours first (shipped defaults, then ablations)."""
-    from api.services.chunking.tokenizer import tiktoken_tokenizer
+    from api.tokenizer.encoders import tiktoken_tokenizer
 
     local, limit = embedder.tokenizer, embedder.max_input_tokens
     cl100k = tiktoken_tokenizer("cl100k_base")
@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> None:
 
     set_offline_env()
     revision = code_revision("api/services/chunking")  # what gets imported below
-    from api.services.chunking.tokenizer import tiktoken_tokenizer
+    from api.tokenizer.encoders import tiktoken_tokenizer
     from connectors.embeddings.local import LocalEmbedder
 
     data = shared_dir() / "eval" / "chroma"

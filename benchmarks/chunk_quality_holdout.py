@@ -50,7 +50,7 @@ Variant = tuple[float, float] | str  # (reach, drift cost) or NEAREST
 @contextmanager
 def cut_rule(reach: float, drift: float) -> Iterator[None]:
     """Run the chunker with these cut-rule constants (and the target share they imply)."""
-    from api.services.chunking import markdown, packing
+    from api.chunking import markdown, packing
 
     saved = (packing.COHESION_REACH, packing.COHESION_DRIFT_COST, markdown.DEFAULT_TARGET_SHARE)
     packing.COHESION_REACH, packing.COHESION_DRIFT_COST = reach, drift
@@ -78,7 +78,7 @@ def score_variants(
 ) -> dict[Variant, Result]:
     """Scores (both scopes) and chunk sizes of every variant (ours, 200 word pieces,
     untitled)."""
-    from api.services.chunking.tokenizer import tiktoken_tokenizer
+    from api.tokenizer.encoders import tiktoken_tokenizer
 
     count = tiktoken_tokenizer("cl100k_base").count
     qvecs = embed_cached(embedder, "questions", [q.text for q in questions], True)

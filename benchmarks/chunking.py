@@ -82,7 +82,7 @@ def benchmark_size(
 
     ours_tok = None
     if include_ours:
-        from api.services.chunking.tokenizer import tiktoken_tokenizer
+        from api.tokenizer.encoders import tiktoken_tokenizer
 
         ours_tok = tiktoken_tokenizer("cl100k_base")
     results = []

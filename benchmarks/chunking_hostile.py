@@ -68,7 +68,7 @@ SHAPES: dict[str, Callable[[int], str]] = {
 
 
 def _tokenizer(name: str) -> tuple[object, int | None]:
-    from api.services.chunking.tokenizer import HuggingFaceTokenizer, tiktoken_tokenizer
+    from api.tokenizer.encoders import HuggingFaceTokenizer, tiktoken_tokenizer
 
     if name == "cl100k":
         return tiktoken_tokenizer("cl100k_base"), None
@@ -79,7 +79,7 @@ def _tokenizer(name: str) -> tuple[object, int | None]:
 
 def child(shape: str, tokenizer_name: str, size: int) -> dict[str, float]:
     """Chunk one shape in this process; the numbers the parent reads (JSON on stdout)."""
-    from api.services.chunking import MarkdownChunker
+    from api.chunking import MarkdownChunker
 
     text = SHAPES[shape](size)
     tokenizer, max_input = _tokenizer(tokenizer_name)

@@ -49,7 +49,7 @@ class Competitor:
 
 def cl100k_encoding() -> Any:
     """tiktoken's cl100k_base Encoding, loaded from the offline seed."""
-    from api.services.chunking.tokenizer import tiktoken_tokenizer
+    from api.tokenizer.encoders import tiktoken_tokenizer
 
     return tiktoken_tokenizer("cl100k_base").encoding
 
@@ -86,8 +86,8 @@ def ours_competitor(
     `cohesive_cuts=False` (named OURS_NEAREST) cuts go to the nearest boundary instead of
     where the text changes topic: the time the cut rule costs (its retrieval gain is in
     `benchmarks/chunk_quality.py`)."""
-    from api.services.chunking import MarkdownChunker
-    from api.services.chunking.tokenizer import TiktokenTokenizer, tiktoken_tokenizer
+    from api.chunking import MarkdownChunker
+    from api.tokenizer.encoders import TiktokenTokenizer, tiktoken_tokenizer
 
     tokenizer = tiktoken_tokenizer("cl100k_base")
     if helper_thread:

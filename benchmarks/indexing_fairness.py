@@ -152,7 +152,7 @@ def report(rounds: list[dict[str, Any]], backlog: int, bob_notes: int) -> str:
         ],
         rows,
     )
-    revision = code_revision("api/indexing", "api/notes/queue.py")
+    revision = code_revision("api/indexing", "api/indexing/queue.py")
     setup = (
         f"Alice has {backlog} one-section notes queued (a bulk import); Bob then writes "
         f"{bob_notes}. All are parked, then released at once to the app's two worker loops "

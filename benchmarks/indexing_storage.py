@@ -8,7 +8,7 @@ sections. Against it, the roadmap's design simulated through the same client: on
 
 (e) The same chunk documents (shape of `note_chunks`, from chunking a realistic note)
 inserted into two collections — embeddings as BSON binary float32 vectors (what the
-reconciler writes, `api.indexing.vectors.to_bson_vector`) and as arrays of doubles — for
+reconciler writes, `api.chunk_store.vectors.to_bson_vector`) and as arrays of doubles — for
 384 and 1 536 dimensions; `collStats` size/avgObjSize and `bson.encode` length compared.
 """
 
@@ -24,8 +24,8 @@ import numpy as np
 from bson import ObjectId
 from pymongo import MongoClient
 
+from api.chunk_store.vectors import to_bson_vector
 from api.config import Settings
-from api.indexing.vectors import to_bson_vector
 from benchmarks.indexing_notes import paragraph
 from benchmarks.service_harness import in_process_app
 

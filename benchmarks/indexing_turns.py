@@ -147,7 +147,7 @@ def report(rounds: list[dict[str, Any]], sections: int, head_start_s: float) -> 
         "medians over rounds; modes alternate, each round in a fresh database. *Baseline*: "
         "no hand-over (turns only between notes, as before)."
     )
-    revision = code_revision("api/indexing", "api/notes/queue.py", "connectors/embeddings")
+    revision = code_revision("api/indexing", "api/indexing/queue.py", "connectors/embeddings")
     return (
         "## Indexing: a long note hands its worker over\n\n"
         "Reproduce: `.venv/bin/python -m benchmarks.indexing_turns`. "

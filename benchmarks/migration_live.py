@@ -8,7 +8,7 @@ its `indexed_at`, and how many backlog notes the API's workers indexed (outside 
 migration's limits). Modes, alternating over rounds, each in a fresh database:
 
 - *no migration* (the baseline): the backlog sits unindexed, nobody migrates it;
-- *migration, notes reserved* (the default, `api.notes.queue`);
+- *migration, notes reserved* (the default, `api.indexing.queue`);
 - *migration, notes not reserved* (what the migration did before: each batch due at once
   in the workers' queue).
 
@@ -31,9 +31,9 @@ from bson import ObjectId
 
 from api.indexing.runtime import build_indexing
 from api.migration.limiter import RateLimitedEmbedder
+from api.migration.repository import MigrationNotes
 from api.migration.runner import RESERVE_S, MigrationRunner
 from api.migration.selection import Selection
-from api.notes.migration_queue import MigrationNotes
 from api.providers import embedding_model_key
 from benchmarks.common import code_revision, machine_note, markdown_table, update_section
 from benchmarks.service_harness import (
@@ -213,7 +213,7 @@ def report(rounds: list[dict[str, Any]], args: argparse.Namespace) -> str:
         ],
         rows,
     )
-    revision = code_revision("api/migration", "api/notes/queue.py", "api/indexing")
+    revision = code_revision("api/migration", "api/indexing/queue.py", "api/indexing")
     setup = (
         f"One user, {args.edits} live notes and {args.backlog} legacy notes; the app's two "
         "in-process workers (local ONNX model, embedded database). The migration runs in the "

@@ -1,7 +1,7 @@
 """Notes with pasted images (`data:` URIs): what indexing them costs, payloads masked or not.
 
 The chunker replaces each long base64 payload by one placeholder character before chunking
-and puts the payload back into the chunks afterwards (`api.services.chunking.data_uri`).
+and puts the payload back into the chunks afterwards (`api.chunking.data_uri`).
 The baseline, measured in the same run on the same notes, is the same chunker without that
 step (its `_chunk`, which `chunk_note` ran before the change). For each note and each
 tokenizer (cl100k_base for OpenAI; the local model's MiniLM word pieces, the default):
@@ -76,7 +76,7 @@ def _chunkers(tokenizers: tuple[str, ...]) -> dict[str, Any]:
     settings), with the local model for the MiniLM one."""
     from api.config import Settings
     from api.providers import build_chunker
-    from api.services.chunking import tiktoken_tokenizer
+    from api.tokenizer import tiktoken_tokenizer
     from connectors.embeddings import openai
     from connectors.embeddings.local import LocalEmbedder
 
@@ -107,7 +107,7 @@ def measure(
     rounds: int, notes: list[str] | None = None, tokenizers: tuple[str, ...] = TOKENIZERS
 ) -> list[list[Any]]:
     """One row per (note, tokenizer): baseline and masked numbers and their ratios."""
-    from api.services.chunking.markdown import gc_paused
+    from api.chunking.markdown import gc_paused
 
     rows = []
     for tok_name, (chunker, embedder) in _chunkers(tokenizers).items():

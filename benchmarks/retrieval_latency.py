@@ -40,9 +40,9 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from api.notes.repository import NotesSearchQueries
 from api.retrieval.backends import LocalBackend, resolved_vector
-from api.retrieval.local_index import LocalIndex
-from api.retrieval.models import ChunkRecord, NoteMeta
+from api.retrieval.local.index import LocalIndex
 from api.retrieval.service import RankingConfig, RetrievalService
+from api.retrieval.types import ChunkRecord, NoteMeta
 from benchmarks.service_harness import LatencySummary, summarize
 
 log = structlog.get_logger(__name__)

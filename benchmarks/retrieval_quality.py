@@ -13,12 +13,12 @@ from typing import Any
 
 from api.config import DEFAULT_MAX_TOKENS, Settings
 from api.evaluation.baselines import evaluate_note_level
+from api.evaluation.chunk_size import sweep_chunk_sizes
 from api.evaluation.dataset import Dataset
 from api.evaluation.harness import EvalCorpus, EvalRun, SearchConfig, open_corpus
 from api.evaluation.metrics import Metrics, aggregate
 from api.retrieval.backends import Mode
 from benchmarks.retrieval_tuning import paired_gain
-from scripts.optimize_chunk_size import sweep_chunk_sizes
 
 
 def _default(name: str) -> Any:

@@ -34,9 +34,9 @@ from bson import ObjectId
 from pymongo import AsyncMongoClient
 
 from api.db.client import NOTES_INDEXES
+from api.indexing.queue import IndexQueue
 from api.logging import configure_logging
-from api.notes.queue import IndexQueue
-from api.retrieval.sync import CLOCK_SKEW
+from api.retrieval.local.sync import CLOCK_SKEW
 from benchmarks.common import code_revision, machine_note, markdown_table, update_section
 from benchmarks.service_harness import (
     bench_settings,
@@ -197,7 +197,7 @@ def render(latency: dict[str, Any], follow: list[dict[str, Any]], rows: int, aut
     follow_rows.append(["without ÷ with (mean of both)", "", f"{without['poll_s'] / base:.1f}×"])
     follow_table = markdown_table(["`indexed_at` index", "rows returned", "median ms"], follow_rows)
     revision = code_revision(
-        "api/retrieval/sync.py", "api/retrieval/backends.py", "api/indexing/reconciler.py"
+        "api/retrieval/local/sync.py", "api/retrieval/backends.py", "api/indexing/reconciler.py"
     )
     return (
         "## Search: read-your-writes catch-up (`benchmarks/search_catch_up.py`)\n\n"

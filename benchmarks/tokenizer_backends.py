@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from api.services.chunking import MarkdownChunker
-from api.services.chunking.tokenizer import TiktokenTokenizer
+from api.chunking import MarkdownChunker
+from api.tokenizer.encoders import TiktokenTokenizer
 from benchmarks.chunking import load_documents
 from benchmarks.chunking_peers import chonkie_competitor, cl100k_encoding
 from benchmarks.common import (

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import typer
 
-from api.migration.command import migrate
+from api.cli.migrate import migrate
 
 
 def main() -> None:

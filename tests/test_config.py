@@ -69,7 +69,7 @@ def test_target_tokens_reach_the_chunker(monkeypatch: pytest.MonkeyPatch) -> Non
     from types import SimpleNamespace
 
     from api.providers import build_chunker
-    from api.services.chunking import tiktoken_tokenizer
+    from api.tokenizer import tiktoken_tokenizer
 
     monkeypatch.setenv("CHUNKING_MAX_TOKENS", "200")
     embedder = SimpleNamespace(tokenizer=tiktoken_tokenizer(), max_input_tokens=8191)
@@ -103,7 +103,7 @@ def test_chunk_size_default_follows_the_strategy(
     from types import SimpleNamespace
 
     from api.providers import build_chunker
-    from api.services.chunking import tiktoken_tokenizer
+    from api.tokenizer import tiktoken_tokenizer
 
     for var in ("CHUNKING_MAX_TOKENS", "CHUNKING_STRATEGY", "CHUNKING_TARGET_TOKENS"):
         monkeypatch.delenv(var, raising=False)
@@ -125,8 +125,8 @@ def test_chunk_size_default_follows_the_strategy(
 def test_default_sizes_are_the_chunker_classes_own() -> None:
     import inspect
 
+    from api.chunking import FixedTokenChunker, MarkdownChunker, WholeNoteChunker
     from api.config import DEFAULT_MAX_TOKENS
-    from api.services.chunking import FixedTokenChunker, MarkdownChunker, WholeNoteChunker
 
     classes = {
         "hierarchical_markdown": MarkdownChunker,

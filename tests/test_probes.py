@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from fastapi.routing import APIRoute
 
-from api.deps import current_user, require_admin
+from api.users.auth import current_user, require_admin
 from tests.conftest import ADMIN_TOKEN, Api, running_app
 
 

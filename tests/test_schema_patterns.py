@@ -13,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from api.chat.schemas import ChatRequest
-from api.notes.models import NoteCreate
+from api.notes.schemas import NoteCreate
 from api.retrieval.schemas import SearchRequest
 from api.schemas import NON_BLANK, TEXT_PATTERN
 

@@ -12,8 +12,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from api.retrieval.models import NoteResult
-from api.services.chunking.data_uri import elide_data_uris
+from api.chunking.data_uri import elide_data_uris
+from api.retrieval.types import NoteResult
 
 SNIPPET_CHARS = 240
 # A section is cut to this many characters per token of the budget BEFORE it is tokenised:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pyromark
 
-from api.services.chunking.front_matter import bare_cr_as_newline
+from api.chunking.front_matter import bare_cr_as_newline
 
 _PARSER = pyromark.Markdown(options=pyromark.Options.ENABLE_TABLES)
 

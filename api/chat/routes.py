@@ -4,18 +4,26 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from typing import Annotated
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
 from fastapi.sse import format_sse_event
 
 from api.chat.prompts import SYSTEM_PROMPT
 from api.chat.schemas import ChatRequest, ChatResponse, CitationOut, ContextRequest, ContextResponse
-from api.chat.service import ChatEvent, citation_dict, result_dict
-from api.deps import ContainerDep, CurrentUser
+from api.chat.service import ChatEvent, ChatService, citation_dict, result_dict
 from api.schemas import AUTHED, errors
+from api.users.auth import CurrentUser
 
 router = APIRouter(prefix="/v1/chat", tags=["chat"])
+
+
+def get_chat_service(request: Request) -> ChatService:
+    return request.app.state.container.chat
+
+
+ChatServiceDep = Annotated[ChatService, Depends(get_chat_service)]
 
 
 async def _sse(events: AsyncIterator[ChatEvent]) -> AsyncIterator[bytes]:
@@ -37,7 +45,7 @@ async def _sse(events: AsyncIterator[ChatEvent]) -> AsyncIterator[bytes]:
         **errors(*AUTHED),
     },
 )
-async def chat(body: ChatRequest, user: CurrentUser, container: ContainerDep):
+async def chat(body: ChatRequest, user: CurrentUser, chat_service: ChatServiceDep):
     """Ask a question about your notes. Autonote retrieves the best sections of YOUR notes,
     numbers them [1], [2], … and answers citing them; `citations` lists only the sections
     the answer cites (note id, title, heading path, character offsets, snippet). Without a
@@ -46,25 +54,25 @@ async def chat(body: ChatRequest, user: CurrentUser, container: ContainerDep):
     history = [{"role": m.role, "content": m.content} for m in body.history]
     filters = body.filters.to_filters() if body.filters else None
     if body.stream:
-        events = container.chat.stream(user.id, body.message, history, filters)
+        events = chat_service.stream(user.id, body.message, history, filters)
         return StreamingResponse(
             _sse(events),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
-    result = await container.chat.answer(user.id, body.message, history, filters)
+    result = await chat_service.answer(user.id, body.message, history, filters)
     return ChatResponse(**result_dict(result))
 
 
 @router.post("/context", response_model=ContextResponse, responses=errors(*AUTHED))
 async def chat_context(
-    body: ContextRequest, user: CurrentUser, container: ContainerDep
+    body: ContextRequest, user: CurrentUser, chat_service: ChatServiceDep
 ) -> ContextResponse:
     """Just the retrieval half of chat: the numbered sections (within the context token
     budget) and their citations, plus Autonote's system prompt — for clients that call
     their own model."""
     filters = body.filters.to_filters() if body.filters else None
-    found = await container.chat.context(user.id, body.message, filters)
+    found = await chat_service.context(user.id, body.message, filters)
     return ContextResponse(
         context=found.context,
         citations=[CitationOut(**citation_dict(c)) for c in found.citations],

@@ -16,8 +16,8 @@ from api.chat.answer import EXTRACTIVE_PREFIX, FALLBACK_PREFIX, extractive_answe
 from api.chat.context import Citation, build_context
 from api.chat.prompts import SYSTEM_PROMPT, build_messages
 from api.chat.references import remove_invented_refs, used_citations
-from api.retrieval.models import SearchFilters
 from api.retrieval.service import RetrievalService
+from api.retrieval.types import SearchFilters
 from connectors.chat import ChatError, ChatMessage, ChatModel
 
 log = structlog.get_logger(__name__)

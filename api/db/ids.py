@@ -6,6 +6,7 @@ import os
 import time
 
 from bson import ObjectId
+from bson.errors import InvalidId
 
 
 def new_object_id() -> ObjectId:
@@ -18,3 +19,11 @@ def new_object_id() -> ObjectId:
     64 random bits make a collision within one second negligible.
     """
     return ObjectId(int(time.time()).to_bytes(4, "big") + os.urandom(8))
+
+
+def parse_object_id(value: str) -> ObjectId | None:
+    """An ObjectId from its 24-hex-digit string, or None when malformed."""
+    try:
+        return ObjectId(value) if len(value) == 24 else None
+    except (InvalidId, TypeError):
+        return None

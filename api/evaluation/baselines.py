@@ -24,10 +24,10 @@ from typing import Any, Literal
 
 import numpy as np
 
+from api.chunking import get_chunker
 from api.evaluation.dataset import Dataset, Question
 from api.evaluation.harness import EvalRun, SearchConfig
 from api.evaluation.metrics import Citation, RankedNote, aggregate, judge
-from api.services.chunking import get_chunker
 
 NoteVector = Literal["truncated", "mean_of_parts"]
 

@@ -42,23 +42,23 @@ from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
+from api.chunk_store.repository import ChunksRepository
 from api.config import Settings, load_settings
 from api.db.client import create_client, ensure_indexes
 from api.evaluation.dataset import Dataset, Question
 from api.evaluation.embedding_cache import CachingEmbedder
 from api.evaluation.metrics import Citation, Metrics, QuestionOutcome, RankedNote, aggregate, judge
-from api.indexing.chunks_repository import ChunksRepository
 from api.indexing.runtime import build_indexing
-from api.notes.models import NoteCreate
 from api.notes.repository import NotesRepository, NotesSearchQueries
+from api.notes.schemas import NoteCreate
 from api.notes.service import NotesService
 from api.providers import build_chunker, build_embedder, build_openai_client, embedding_model_key
 from api.retrieval.backends import LocalBackend, Mode
-from api.retrieval.local_index import LocalIndex
-from api.retrieval.models import ChunkRecord, NoteResult
+from api.retrieval.local.index import LocalIndex
+from api.retrieval.local.sync import LocalIndexSync, chunk_record
 from api.retrieval.service import RankingConfig, RetrievalService
-from api.retrieval.sync import LocalIndexSync, chunk_record
-from api.users.models import User
+from api.retrieval.types import ChunkRecord, NoteResult
+from api.users.types import User
 
 log = structlog.get_logger(__name__)
 

@@ -34,14 +34,14 @@ from api.importing.metadata import (
     normalize_tags,
     read_markdown_metadata,
 )
-from api.importing.models import (
+from api.importing.pdf_text import pdf_to_markdown
+from api.importing.types import (
     SUPPORTED_EXTENSIONS,
     TEXT_EXTENSIONS,
     ImportedNote,
     ImportErrorCode,
     ImportFileError,
 )
-from api.importing.pdf_text import pdf_to_markdown
 
 __all__ = [
     "SUPPORTED_EXTENSIONS",

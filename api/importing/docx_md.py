@@ -29,7 +29,7 @@ import structlog
 from bs4 import Tag
 
 from api.importing.html_md import parse_html, soup_to_markdown
-from api.importing.models import ImportFileError
+from api.importing.types import ImportFileError
 
 log = structlog.get_logger(__name__)
 

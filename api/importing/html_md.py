@@ -62,7 +62,7 @@ import re
 from bs4 import BeautifulSoup, Tag
 from markdownify import ATX, MarkdownConverter
 
-from api.importing.models import ImportFileError
+from api.importing.types import ImportFileError
 
 _REMOVED_TAGS = (
     "script",

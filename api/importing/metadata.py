@@ -4,7 +4,7 @@ The markdown is read with pyromark (pulldown-cmark, CommonMark + GFM, the parser
 chunker uses), so "first H1", "outside code" and "front matter" mean what a markdown
 renderer means: a `# comment` inside a fenced block is not a heading and `#include` in code
 is not a tag. Front matter is read by the chunker's rule
-(`api.services.chunking.front_matter`): a YAML (`---` … `---`/`...`) or TOML (`+++` …
+(`api.chunking.front_matter`): a YAML (`---` … `---`/`...`) or TOML (`+++` …
 `+++`) block at the very start that loads as a mapping, so the block whose title and tags
 are taken is exactly the block no chunk holds; anything else is content.
 
@@ -22,7 +22,7 @@ from typing import Any
 
 import pyromark
 
-from api.services.chunking.front_matter import bare_cr_as_newline, read_front_matter
+from api.chunking.front_matter import bare_cr_as_newline, read_front_matter
 
 _OPTIONS = (
     pyromark.Options.ENABLE_TABLES

@@ -20,7 +20,7 @@ import structlog
 from pypdf import PdfReader
 from pypdf.errors import DependencyError, FileNotDecryptedError
 
-from api.importing.models import ImportFileError
+from api.importing.types import ImportFileError
 
 log = structlog.get_logger(__name__)
 

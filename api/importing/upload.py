@@ -1,5 +1,5 @@
 """The client side of `autonote import`: which files are sent, in which batches, and how
-one batch is posted (the server side is `api.notes.imports`)."""
+one batch is posted (the server side is `api.importing.service`)."""
 
 from __future__ import annotations
 

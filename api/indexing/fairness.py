@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 from bson import ObjectId
 
-from api.notes.queue import IndexQueue
+from api.indexing.queue import IndexQueue
 
 MAX_PROBES = 16  # users tried per claim before taking the most overdue note of anyone
 # Another user's note counts as waiting (worth a hand-over) once it has been due this long:

@@ -21,10 +21,10 @@ from bson import ObjectId
 from pymongo.errors import PyMongoError
 
 from api import observability as obs
+from api.chunk_store.repository import ChunksRepository
 from api.db.client import is_unavailable
-from api.indexing.chunks_repository import ChunksRepository
+from api.indexing.queue import IndexQueue
 from api.indexing.records import backoff_seconds
-from api.notes.queue import IndexQueue
 from connectors.embeddings.base import EmbeddingError
 
 log = structlog.get_logger(__name__)

@@ -25,9 +25,9 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import OperationFailure
 
 from api import observability as obs
+from api.chunk_store.cache import EmbeddingCacheRepository
+from api.chunk_store.repository import ChunksRepository
 from api.db.client import is_unavailable
-from api.indexing.cache_repository import EmbeddingCacheRepository
-from api.indexing.chunks_repository import ChunksRepository
 from api.indexing.fairness import AuthorRotation, LeaseClaims, turn_over_check
 from api.indexing.lease import (
     ReconcilerConfig,
@@ -38,9 +38,9 @@ from api.indexing.lease import (
     record_failure,
     while_unavailable,
 )
+from api.indexing.queue import IndexQueue, lease_expiry
 from api.indexing.records import IndexOutcome, chunk_document, chunk_tags, index_fields, index_stats
 from api.indexing.reuse import TurnOver, cache_evicted, vectors_for
-from api.notes.queue import IndexQueue, lease_expiry
 from api.notes.stored import check_indexable, note_content, note_status, note_title
 from api.notes.versioning import whole_version
 

@@ -12,10 +12,10 @@ from typing import Any
 
 from bson import ObjectId
 
+from api.chunking import MarkdownChunk
 from api.db.ids import new_object_id
 from api.notes.stored import note_tags
 from api.schemas import TAG_MAX_CHARS
-from api.services.chunking import MarkdownChunk
 
 
 @dataclass(frozen=True, slots=True)

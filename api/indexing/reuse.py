@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from api.indexing.cache_repository import EmbeddingCacheRepository
-from api.indexing.chunks_repository import ChunksRepository
-from api.indexing.vectors import to_bson_vector
+from api.chunk_store.cache import EmbeddingCacheRepository
+from api.chunk_store.repository import ChunksRepository
+from api.chunk_store.vectors import to_bson_vector
 from connectors.embeddings.base import EmbeddingError
 
 

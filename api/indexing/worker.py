@@ -1,6 +1,6 @@
 """Worker loops that drain the indexing queue, in the API process (CHUNKING_ASYNC=true, the
 default) or in `autonote worker` processes. Any number of loops in any number of processes
-share the work safely through the leases in `api.notes.queue`."""
+share the work safely through the leases in `api.indexing.queue`."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 They live here to keep the checker in one package, but each belongs to its collection's
 repository: the `notes` reads and `requeue_notes` to `api.notes.repository`/`queue`, the
-`note_chunks` reads and deletes to `api.indexing.chunks_repository`.
+`note_chunks` reads and deletes to `api.chunk_store.repository`.
 
 Everything streams: notes in `_id` order and chunks in `note_id` order through cursors with
 a bounded batch size, so memory holds one batch plus one note's chunks, whatever the size of

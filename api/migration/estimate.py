@@ -17,9 +17,9 @@ from typing import Any
 
 import structlog
 
+from api.migration.repository import MigrationNotes
 from api.migration.reuse import ESTIMATE_PROJECTION, ReuseLookup
 from api.migration.selection import REASONS, Selection, reason, unaddressable_detail
-from api.notes.migration_queue import MigrationNotes
 from api.notes.stored import check_indexable, note_content, note_title
 
 log = structlog.get_logger(__name__)

@@ -1,5 +1,5 @@
 """Running a migration (or its dry run) from validated options: connect, build the same
-embedder/chunker/reconciler as the API, run, report. The CLI layer is `api.migration.command`.
+embedder/chunker/reconciler as the API, run, report. The CLI layer is `api.cli.migrate`.
 """
 
 from __future__ import annotations
@@ -184,8 +184,8 @@ async def _dry_run(
 ) -> int:
     from api.migration.estimate import estimate
     from api.migration.progress import render_estimate, stop_quietly
+    from api.migration.repository import MigrationNotes
     from api.migration.reuse import ReuseLookup
-    from api.notes.migration_queue import MigrationNotes
 
     notes = MigrationNotes(db)
     total = await notes.count(selection)
@@ -233,9 +233,9 @@ async def _run(
 
     from api.indexing.runtime import build_indexing
     from api.migration.progress import render_summary, stop_quietly
+    from api.migration.repository import MigrationNotes
     from api.migration.results import MigrationSummary
     from api.migration.runner import MigrationRunner
-    from api.notes.migration_queue import MigrationNotes
 
     log = structlog.get_logger("api.migration")
     # One code path with the API: the same reconciler, built the same way; only the lease

@@ -9,8 +9,8 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from api.indexing.cache_repository import EmbeddingCacheRepository
-from api.indexing.chunks_repository import ChunksRepository
+from api.chunk_store.cache import EmbeddingCacheRepository
+from api.chunk_store.repository import ChunksRepository
 
 # What the dry run needs to chunk a note and explain why it was selected.
 ESTIMATE_PROJECTION = {

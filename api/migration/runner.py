@@ -11,7 +11,7 @@ Why it is safe to kill at any point and run again:
 - an edit made through the API during the run re-queues the note; the per-note loop and a
   final catch-up pass index the latest version.
 
-The notes it enqueues are reserved for it (`api.notes.queue`): the API's workers, which take
+The notes it enqueues are reserved for it (`api.indexing.queue`): the API's workers, which take
 the next due note, pass them over, so the backlog is indexed within `--concurrency` and the
 rate limits, and a user's edits do not queue behind it (both were broken; found by review).
 The run renews its reservations while it lives and ends them when it stops; a killed run's
@@ -32,9 +32,9 @@ from pymongo.errors import PyMongoError
 
 from api.db.client import is_unavailable
 from api.indexing.reconciler import Reconciler
+from api.migration.repository import MigrationNotes
 from api.migration.results import FinalStatus, MigrationStats, NoteResult
 from api.migration.selection import Selection, Verdict, settle, unaddressable_detail
-from api.notes.migration_queue import MigrationNotes
 from api.notes.stored import note_status
 from api.tasks import cancel_and_wait
 

@@ -1,7 +1,7 @@
 """Which notes the migration selects, how it enqueues them, and how it reads a note's state.
 
 Pure: query documents, update pipelines and verdicts, no I/O (the queries run in
-`api.notes.migration_queue`). A note needs indexing unless it is verifiably up to date: `indexed`
+`api.migration.repository`). A note needs indexing unless it is verifiably up to date: `indexed`
 at its current `version` by the configured chunker (`chunking_version`) and embedding model.
 That covers every case the migration exists for — legacy documents with no index fields,
 `chunk_count` 0/missing on a note that was never indexed, a stale chunker or model, `failed`
@@ -172,7 +172,7 @@ def _as_date(path: str) -> dict[str, Any]:
 def enqueue_update(now: datetime, reserve_until: datetime | None = None) -> list[dict[str, Any]]:
     """Put a note on the indexing queue WITHOUT clobbering anything, reserved for the
     migration until `reserve_until` (workers claiming the next due note pass it over; see
-    `api.notes.queue`).
+    `api.indexing.queue`).
 
     Only missing fields are filled (`version` → 1, `status` → active, `updated_at` →
     `created_at`, the index fields → their empty values) and times stored as strings or

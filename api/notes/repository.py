@@ -26,7 +26,7 @@ def _lit(value: Any) -> dict[str, Any]:
 
 def pending_fields(now: datetime, status: str = "pending") -> dict[str, Any]:
     """The fields that put a note (back) on the indexing queue, due now. A write a user
-    made also ends a migration's reservation of the note (`api.notes.queue`), so any
+    made also ends a migration's reservation of the note (`api.indexing.queue`), so any
     worker indexes it at once rather than when the migration reaches it."""
     return {
         "index_status": status,

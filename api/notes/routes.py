@@ -4,35 +4,32 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Header, Path, Query, Request, Response, status
-from pydantic import ValidationError
-from starlette.datastructures import FormData
-from starlette.datastructures import UploadFile as StarletteUpload
+from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response, status
 
-from api.deps import ContainerDep, CurrentUser, NotesServiceDep
-from api.errors import ValidationFailed
-from api.notes.models import (
+from api.notes.schemas import (
     ChunkList,
     ChunkOut,
-    ImportedFile,
-    ImportFailure,
-    ImportOptions,
-    ImportResult,
     NoteCreate,
     NoteList,
     NoteOut,
     NotePatch,
     NoteSummary,
 )
-from api.notes.multipart import read_multipart
-from api.notes.service import CURSOR_PATTERN
+from api.notes.service import CURSOR_PATTERN, NotesService
 from api.notes.stored import note_index_status
 from api.notes.versioning import MAX_VERSION
-from api.schemas import AUTHED, TEXT_PATTERN, errors
+from api.schemas import AUTHED, OBJECT_ID_PATTERN, errors
+from api.users.auth import CurrentUser
 
 router = APIRouter(prefix="/v1/notes", tags=["notes"])
 
-OBJECT_ID_PATTERN = r"^[0-9a-fA-F]{24}$"
+
+def get_notes_service(request: Request) -> NotesService:
+    return request.app.state.container.notes
+
+
+NotesServiceDep = Annotated[NotesService, Depends(get_notes_service)]
+
 _DIGITS = f"[0-9]{{1,{len(str(MAX_VERSION))}}}"
 # A quote on one side only (`"1`) is no entity tag (it read as version 1; found by review).
 IfMatch = Annotated[
@@ -65,109 +62,6 @@ async def create_note(
     doc = await notes.create(user, body)
     response.headers["Location"] = f"/v1/notes/{doc['_id']}"
     return _with_etag(response, doc)
-
-
-# The multipart body is parsed in the handler, AFTER authentication (FastAPI would read a
-# declared File/Form body before running the auth dependency): documented here instead.
-IMPORT_BODY = {
-    "required": True,
-    "content": {
-        "multipart/form-data": {
-            "schema": {
-                "type": "object",
-                "required": ["files"],
-                "additionalProperties": False,
-                "properties": {
-                    "files": {
-                        "type": "array",
-                        "minItems": 1,
-                        "description": ".md .txt .html .docx .pdf files",
-                        "items": {"type": "string", "contentMediaType": "application/octet-stream"},
-                    },
-                    "tags": {
-                        "type": "array",
-                        "items": {
-                            "type": "string",
-                            "minLength": 1,
-                            "maxLength": 512,
-                            "pattern": TEXT_PATTERN,
-                        },
-                        "description": "Tags added to every note",
-                    },
-                },
-            }
-        }
-    },
-}
-
-
-def _import_parts(form: FormData) -> tuple[list[StarletteUpload], ImportOptions]:
-    """The files and options of an import form; ValidationFailed (422) for an unknown
-    field, a part of the wrong kind, no file, or an invalid tag."""
-    unknown = sorted(set(form.keys()) - {"files", "tags"})
-    if unknown:
-        raise ValidationFailed(
-            f"unknown multipart field {unknown[0][:80]!r}: expected `files` and `tags`"
-        )
-    parts, fields = form.getlist("files"), form.getlist("tags")
-    files = [f for f in parts if isinstance(f, StarletteUpload)]
-    tags = [t for t in fields if isinstance(t, str)]
-    if len(files) != len(parts):
-        raise ValidationFailed("`files` parts must be files (with a filename)")
-    if len(tags) != len(fields):
-        raise ValidationFailed("`tags` parts must be text fields, not files")
-    if not files:
-        raise ValidationFailed("send at least one file in the multipart field `files`")
-    try:
-        options = ImportOptions(tags=tags)
-    except ValidationError as exc:
-        raise ValidationFailed("; ".join(f"tags: {e['msg']}" for e in exc.errors())) from None
-    return files, options
-
-
-@router.post(
-    "/import",
-    response_model=ImportResult,
-    responses=errors(*AUTHED),
-    openapi_extra={"requestBody": IMPORT_BODY},
-)
-async def import_notes(
-    request: Request,
-    user: CurrentUser,
-    container: ContainerDep,
-) -> ImportResult:
-    """Import files as notes (multipart). Markdown and text are stored as written; HTML and
-    DOCX become markdown that keeps headings, GFM tables, lists, code and links (scripts,
-    navigation, headers and footers dropped); PDF text is extracted. Title from front
-    matter, the first H1, or the file name; tags from front matter, plus the `tags` fields
-    for every note. Each file succeeds or fails on its own: failures are listed with a
-    reason, the rest are imported. An unknown field or an invalid tag fails the whole
-    request (422) before anything is stored. A user's import requests run one at a time
-    (a second one waits, its body unread, until the first is done)."""
-    settings = container.settings
-    limit = settings.autonote_max_import_files
-    async with container.imports.request_turn(user):
-        form = await read_multipart(request, max_files=limit, max_fields=200)
-        try:
-            files, options = _import_parts(form)
-            payload: list[tuple[str, bytes]] = []
-            for upload in files:
-                # One byte over is enough for the import to list the file as `too_large`
-                # (each file succeeds or fails on its own); the rest is never read.
-                data = await upload.read(settings.autonote_max_import_file_bytes + 1)
-                payload.append((upload.filename or "untitled", data))
-        finally:
-            await form.close()
-        report = await container.imports.import_files(
-            user, payload, extra_tags=options.tags, abandoned=request.is_disconnected
-        )
-    return ImportResult(
-        imported=[
-            ImportedFile(filename=f, note=NoteSummary.from_doc(d), warnings=w)
-            for f, d, w in report.imported
-        ],
-        errors=[ImportFailure(filename=f, error=c, detail=d) for f, c, d in report.errors],
-    )
 
 
 @router.get("", response_model=NoteList, responses=errors(400, *AUTHED))

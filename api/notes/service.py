@@ -11,6 +11,8 @@ from typing import Any
 import structlog
 from bson import ObjectId
 
+from api.chunk_store.repository import ChunksRepository
+from api.db.ids import parse_object_id
 from api.errors import (
     BadRequest,
     Conflict,
@@ -19,14 +21,12 @@ from api.errors import (
     PreconditionFailed,
     ValidationFailed,
 )
-from api.indexing.chunks_repository import ChunksRepository
-from api.notes.models import NoteCreate, NotePatch
 from api.notes.repository import NotesRepository, pending_fields
+from api.notes.schemas import NoteCreate, NotePatch
 from api.notes.stored import EPOCH, note_created_at, note_status
 from api.notes.versioning import whole_version
 from api.schemas import normalize_tags
-from api.users.models import User
-from api.users.service import parse_object_id
+from api.users.types import User
 
 log = structlog.get_logger(__name__)
 

@@ -23,8 +23,8 @@ from pymongo.errors import OperationFailure
 
 from api.notes.repository import NotesSearchQueries
 from api.retrieval import atlas_pipelines as ap
-from api.retrieval.local_index import LocalIndex
-from api.retrieval.models import ChunkData, ChunkHit, SearchFilters
+from api.retrieval.local.index import LocalIndex
+from api.retrieval.types import ChunkData, ChunkHit, SearchFilters
 
 log = structlog.get_logger(__name__)
 

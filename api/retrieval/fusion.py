@@ -19,7 +19,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from api.retrieval.models import ChunkData, ChunkHit
+from api.retrieval.types import ChunkData, ChunkHit
 
 DEFAULT_RRF_K = 60
 

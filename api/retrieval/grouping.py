@@ -42,9 +42,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from itertools import pairwise
 
-from api.retrieval.local_fulltext import CJK_CHAR
-from api.retrieval.models import ChunkHit, NoteMeta, NoteResult, SectionMatch, as_utc
+from api.retrieval.local.fulltext import CJK_CHAR
 from api.retrieval.note_text import TextWindows
+from api.retrieval.types import ChunkHit, NoteMeta, NoteResult, SectionMatch, as_utc
 
 NoteScorer = Callable[[Sequence[float]], float]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from api.retrieval.models import ChunkHit
+from api.retrieval.types import ChunkHit
 
 # MongoDB's `$substrCP` walks the string from its start to each window (it counts code
 # points), so every window costs up to a pass over the note: a long section matched in 200

@@ -16,9 +16,9 @@ from pydantic import (
     field_validator,
 )
 
-from api.retrieval.models import NoteResult, SearchFilters
+from api.chunking.data_uri import elide_marked
+from api.retrieval.types import NoteResult, SearchFilters
 from api.schemas import NON_BLANK, FilterTag, JsonInt, normalize_tags, utf8_clean
-from api.services.chunking.data_uri import elide_marked
 
 NoteIdStr = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{24}$")]
 

@@ -29,9 +29,9 @@ from api.retrieval.grouping import (
     newest_version_per_note,
     rank_note_ids,
 )
-from api.retrieval.models import NoteMeta, NoteResult, SearchFilters, SectionMatch
+from api.retrieval.local.sync import note_meta
 from api.retrieval.note_text import TextWindows, section_windows
-from api.retrieval.sync import note_meta
+from api.retrieval.types import NoteMeta, NoteResult, SearchFilters, SectionMatch
 from connectors.embeddings.base import EmbeddingError
 
 log = structlog.get_logger(__name__)

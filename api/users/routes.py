@@ -6,12 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Response, status
 
-from api.deps import ContainerDep, CurrentUser, require_admin
+from api.db.ids import parse_object_id
 from api.errors import BadRequest
-from api.notes.routes import OBJECT_ID_PATTERN
-from api.schemas import ADMIN, AUTHED, errors
-from api.users.models import ApiKeyOut, Me, UserCreate, UserCreated
-from api.users.service import parse_object_id
+from api.schemas import ADMIN, AUTHED, OBJECT_ID_PATTERN, errors
+from api.users.auth import CurrentUser, UsersServiceDep, require_admin
+from api.users.schemas import ApiKeyOut, Me, UserCreate, UserCreated
 
 router = APIRouter(tags=["users"])
 
@@ -30,10 +29,10 @@ def _oid(value: str, what: str):
     responses=errors(*ADMIN),
     dependencies=[Depends(require_admin)],
 )
-async def create_user(body: UserCreate, container: ContainerDep) -> UserCreated:
+async def create_user(body: UserCreate, users: UsersServiceDep) -> UserCreated:
     """Create a user and return its first API key. The key is shown only here; it is stored
     as a SHA-256 hash. Needs `Authorization: Bearer <AUTONOTE_ADMIN_TOKEN>`."""
-    return await container.users.create_user(body.name)
+    return await users.create_user(body.name)
 
 
 @router.post(
@@ -45,10 +44,10 @@ async def create_user(body: UserCreate, container: ContainerDep) -> UserCreated:
 )
 async def issue_key(
     user_id: Annotated[str, Path(pattern=OBJECT_ID_PATTERN)],
-    container: ContainerDep,
+    users: UsersServiceDep,
 ) -> ApiKeyOut:
     """Issue an additional API key for a user (for rotation)."""
-    return await container.users.issue_key(_oid(user_id, "user id"))
+    return await users.issue_key(_oid(user_id, "user id"))
 
 
 @router.delete(
@@ -59,10 +58,10 @@ async def issue_key(
 )
 async def revoke_key(
     key_id: Annotated[str, Path(pattern=OBJECT_ID_PATTERN)],
-    container: ContainerDep,
+    users: UsersServiceDep,
 ) -> Response:
     """Revoke an API key; requests with it get 401 from now on."""
-    await container.users.revoke_key(_oid(key_id, "key id"))
+    await users.revoke_key(_oid(key_id, "key id"))
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

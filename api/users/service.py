@@ -16,12 +16,12 @@ from pathlib import Path
 
 import structlog
 from bson import ObjectId
-from bson.errors import InvalidId
 from pymongo.errors import DuplicateKeyError
 
 from api.errors import Forbidden, NotFound, RateLimited, Unauthorized, ValidationFailed
-from api.users.models import ApiKeyOut, User, UserCreated, clean_user_name
 from api.users.repository import UsersRepository
+from api.users.schemas import ApiKeyOut, UserCreated, clean_user_name
+from api.users.types import User
 
 log = structlog.get_logger(__name__)
 
@@ -31,14 +31,6 @@ KEY_PREFIX = "an_"
 def hash_key(raw: str) -> str:
     """Keys are 256-bit random secrets, so a fast hash is enough (no password stretching)."""
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()
-
-
-def parse_object_id(value: str) -> ObjectId | None:
-    """An ObjectId from its 24-hex-digit string, or None when malformed."""
-    try:
-        return ObjectId(value) if len(value) == 24 else None
-    except (InvalidId, TypeError):
-        return None
 
 
 MAX_TRACKED_KEYS = 10_000

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 
 if TYPE_CHECKING:
-    from api.services.chunking.tokenizer import Tokenizer
+    from api.tokenizer.encoders import Tokenizer
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import structlog
 
-from api.services.chunking.tokenizer import HuggingFaceTokenizer
+from api.tokenizer.encoders import HuggingFaceTokenizer
 from connectors.embeddings.base import EmbeddingBatch, EmbeddingError
 
 if TYPE_CHECKING:

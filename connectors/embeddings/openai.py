@@ -29,7 +29,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from api.services.chunking.tokenizer import tiktoken_tokenizer
+from api.tokenizer.encoders import tiktoken_tokenizer
 from connectors.embeddings.base import EmbeddingBatch, EmbeddingError
 
 log = structlog.get_logger(__name__)

@@ -261,7 +261,7 @@ def test_evaluate_scopes_differ_only_by_foreign_candidates() -> None:
 @needs_shared
 @needs_peers
 def test_chunk_quality_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from api.services.chunking.tokenizer import tiktoken_tokenizer
+    from api.tokenizer.encoders import tiktoken_tokenizer
     from connectors.embeddings.local import LocalEmbedder
 
     monkeypatch.setattr(chunk_quality, "DATA_DIR", tmp_path)
@@ -313,7 +313,7 @@ def test_tokenizer_backends_wrapper_chunks_like_the_default_tokenizer() -> None:
     """The benchmark's stand-in tokenizer (another encoder behind the cl100k interface) must
     give exactly the default chunks, or its timings would compare different work. Driven
     here by tiktoken's own encoder, the backends themselves being optional."""
-    from api.services.chunking import MarkdownChunker
+    from api.chunking import MarkdownChunker
     from benchmarks.chunking_peers import cl100k_encoding
     from benchmarks.tokenizer_backends import _BackendTokenizer, render
 

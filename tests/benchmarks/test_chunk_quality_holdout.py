@@ -44,7 +44,7 @@ def test_a_variant_best_everywhere_is_chosen_in_every_fold() -> None:
 
 
 def test_cut_rule_changes_the_chunks_and_restores_the_constants() -> None:
-    from api.services.chunking import MarkdownChunker, markdown, packing
+    from api.chunking import MarkdownChunker, markdown, packing
 
     words = "alpha beta gamma delta epsilon zeta theta kappa lambda sigma omega".split()
     text = "\n\n".join(

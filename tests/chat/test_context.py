@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from api.chat.context import build_context
-from api.retrieval.models import NoteResult, SectionMatch
-from api.services.chunking import tiktoken_tokenizer
+from api.retrieval.types import NoteResult, SectionMatch
+from api.tokenizer import tiktoken_tokenizer
 
 
 def _note(note_id: str, text: str, score: float = 1.0) -> NoteResult:

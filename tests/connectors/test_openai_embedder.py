@@ -10,7 +10,7 @@ import pytest
 from openai import AsyncOpenAI
 from structlog.testing import capture_logs
 
-from api.services.chunking.tokenizer import tiktoken_tokenizer
+from api.tokenizer.encoders import tiktoken_tokenizer
 from connectors.embeddings.base import Embedder, EmbeddingError
 from connectors.embeddings.openai import OpenAIEmbedder, OpenAIEmbeddingError
 from tests.stubs.fixtures import StubServer

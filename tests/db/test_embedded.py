@@ -140,8 +140,8 @@ async def test_ensure_indexes_scopes_an_old_embedding_cache_by_author(
     two authors' entries for one hash coexist."""
     from bson import ObjectId
 
+    from api.chunk_store.cache import EmbeddingCacheRepository
     from api.db.client import create_client
-    from api.indexing.cache_repository import EmbeddingCacheRepository
 
     client = create_client(mongo_url)
     try:

@@ -23,7 +23,7 @@ from api.evaluation import (
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "benchmarks" / "data" / "retrieval"
-EXAMPLE = ROOT / "scripts" / "eval_data" / "example"
+EXAMPLE = ROOT / "api" / "evaluation" / "example"
 
 NOTE_MD = (
     "---\ntags: [x]\n---\n# Kitchen\nintro\n## Tap\n### Fix\nswap the cartridge\n## Log\nmarch\n"

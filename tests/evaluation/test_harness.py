@@ -17,8 +17,10 @@ from pymongo import MongoClient
 from typer.testing import CliRunner
 
 from api.chat.context import build_context
+from api.cli.evaluate import evaluate_command, optimize_command
 from api.evaluation import load_dataset, parse_notes, parse_questions
 from api.evaluation.baselines import evaluate_note_level
+from api.evaluation.chunk_size import best_size, sweep_chunk_sizes
 from api.evaluation.embedding_cache import CachingEmbedder
 from api.evaluation.harness import (
     EvalCorpus,
@@ -42,13 +44,11 @@ from api.evaluation.metrics import (
     paired_difference,
     recall_at,
 )
-from api.retrieval.models import NoteResult, SectionMatch
+from api.retrieval.types import NoteResult, SectionMatch
 from connectors.embeddings.base import EmbeddingBatch
-from scripts.evaluate_retrieval import evaluate_command
-from scripts.optimize_chunk_size import best_size, optimize_command, sweep_chunk_sizes
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "scripts" / "eval_data" / "example"
+EXAMPLE = ROOT / "api" / "evaluation" / "example"
 
 # Offsets: "# T\n" 0-4 | "## A\n" 4-9 | body A "alpha one\n\nalpha two" 9-29 | "\n## B\n" |
 # body B "beta" 35-39 | "\n## C\n" | body C "gamma" 45-50.

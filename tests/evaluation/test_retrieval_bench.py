@@ -12,8 +12,8 @@ import numpy as np
 from api.evaluation import parse_notes, parse_questions
 from api.evaluation.harness import SearchConfig
 from api.evaluation.metrics import Citation, RankedNote, aggregate, judge
-from api.retrieval.models import ChunkRecord
 from api.retrieval.service import RankingConfig
+from api.retrieval.types import ChunkRecord
 from benchmarks.retrieval import Results
 from benchmarks.retrieval_latency import replicate
 from benchmarks.retrieval_quality import split_run

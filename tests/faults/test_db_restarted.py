@@ -22,9 +22,9 @@ import httpx
 import pytest
 from pymongo import AsyncMongoClient
 
+from api.cli.check import expectations
 from api.db.embedded import EmbeddedMongo
 from api.integrity import IntegrityChecker
-from api.integrity.command import expectations
 from tests.conftest import ServedApp, running_app
 from tests.faults.support import (
     NoteWriter,

@@ -31,9 +31,9 @@ import pytest
 from bson import ObjectId
 from pymongo import AsyncMongoClient
 
+from api.cli.check import expectations
 from api.db.embedded import ping, url_for
 from api.integrity import IntegrityChecker
-from api.integrity.command import expectations
 from tests.conftest import Api, running_app
 from tests.faults.support import (
     eventually,

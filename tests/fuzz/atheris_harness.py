@@ -20,9 +20,9 @@ from pathlib import Path
 
 import atheris
 
-with atheris.instrument_imports(include=["api.services.chunking", "api.importing"]):
+with atheris.instrument_imports(include=["api.chunking", "api.importing"]):
+    from api.chunking import STRATEGIES
     from api.importing import SUPPORTED_EXTENSIONS
-    from api.services.chunking import STRATEGIES
 
 from tests.fuzz import targets
 from tests.fuzz.generators import corpus, fixture_files

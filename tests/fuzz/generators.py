@@ -20,8 +20,8 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
+from api.chunking import STRATEGIES
 from api.importing import SUPPORTED_EXTENSIONS
-from api.services.chunking import STRATEGIES
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

@@ -24,12 +24,12 @@ from functools import cache
 
 from hypothesis import HealthCheck, given, settings
 
+from api.chunking import get_chunker
+from api.chunking.strategies import Chunker
+from api.chunking.text import sanitize
 from api.importing import ImportErrorCode, ImportFileError, convert_file
-from api.services.chunking import get_chunker
-from api.services.chunking.strategies import Chunker
-from api.services.chunking.text import sanitize
+from tests.chunking.chunk_invariants import check_chunks
 from tests.fuzz.generators import CHUNK_INPUTS, IMPORT_INPUTS, chunk_params, chunk_titles
-from tests.services.chunking.chunk_invariants import check_chunks
 
 CHUNK_LIMIT_S = 10.0  # per input (inputs are at most tens of KB; typical time is ms)
 IMPORT_LIMIT_S = 20.0  # per file (a 140 KB PDF converts in ~0.5 s on an idle machine)

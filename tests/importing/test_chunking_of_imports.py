@@ -1,6 +1,6 @@
 """Imported documents chunk well: every chunk's breadcrumb carries the document's headings.
 
-Uses the real `MarkdownChunker` (api.services.chunking). The module skips itself, with a
+Uses the real `MarkdownChunker` (api.chunking). The module skips itself, with a
 reason, only while that chunker is not importable yet (it is written in parallel).
 """
 
@@ -15,7 +15,7 @@ from docx import Document
 from api.importing import ImportedNote, convert_file
 
 try:
-    from api.services.chunking import MarkdownChunker
+    from api.chunking import MarkdownChunker
 except ImportError as exc:  # pragma: no cover - depends on the chunker having landed
     pytest.skip(
         f"api.services.chunking.MarkdownChunker not importable: {exc}", allow_module_level=True

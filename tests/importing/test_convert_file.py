@@ -12,8 +12,8 @@ from docx import Document
 from pypdf import PdfWriter
 from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
+from api.chunking import MarkdownChunker
 from api.importing import SUPPORTED_EXTENSIONS, ImportFileError, convert_file
-from api.services.chunking import MarkdownChunker
 from tests.importing.hostile import pdf_with_to_unicode
 
 

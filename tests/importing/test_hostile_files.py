@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from api.importing import ImportFileError, convert_file, html_to_markdown
-from api.notes.conversion import ConversionSandbox
+from api.importing.sandbox import ConversionSandbox
 from tests.conftest import Api
 from tests.importing.hostile import docx_with_paragraphs, pdf, text_ops
 

@@ -192,7 +192,7 @@ async def test_an_author_whose_only_due_note_is_leased_gets_no_turn(make_setting
     """A note edited while a worker indexes it is `pending` under that worker's live lease:
     no claim can take it until the lease ends, so its author must not be offered a turn
     (the turn would cost a claim that cannot succeed)."""
-    from api.notes.queue import IndexQueue
+    from api.indexing.queue import IndexQueue
 
     async with running_app(make_settings(autonote_index_workers=0)) as api:
         bob_note = ObjectId(await alice_backlog_then_bob(api, 1))

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from bson import ObjectId
 
+from api.chunking import get_chunker
 from api.indexing import worker
-from api.services.chunking import get_chunker
 from tests.conftest import Api, running_app
 from tests.helpers import (
     GatedEmbedder,

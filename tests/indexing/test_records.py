@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 from bson import ObjectId
 
+from api.chunking import MarkdownChunker
 from api.indexing.records import backoff_seconds, chunk_document, index_fields, index_stats
-from api.services.chunking import MarkdownChunker
 
 
 def test_backoff_doubles_with_equal_jitter_and_stops_at_the_cap() -> None:

@@ -1,4 +1,4 @@
-"""Migration reservations on the real queue (`api.notes.queue`): which writes end one, and
+"""Migration reservations on the real queue (`api.indexing.queue`): which writes end one, and
 which claims pass a reserved note over. The migration's own use is in
 `tests/migration/test_live_workers.py`."""
 
@@ -9,9 +9,9 @@ from typing import Any
 
 from bson import ObjectId
 
+from api.indexing.queue import IndexQueue
+from api.migration.repository import MigrationNotes
 from api.migration.selection import Selection
-from api.notes.migration_queue import MigrationNotes
-from api.notes.queue import IndexQueue
 from api.providers import embedding_model_key
 from tests.conftest import Api, running_app
 from tests.migration.support import insert_legacy

@@ -13,9 +13,9 @@ import pytest
 from bson import ObjectId
 from pymongo import AsyncMongoClient
 
+from api.cli.check import expectations
 from api.config import Settings, load_settings
 from api.integrity import CheckReport, Expectations, IntegrityChecker
-from api.integrity.command import expectations
 from tests.conftest import ADMIN_TOKEN, Api, running_app
 from tests.helpers import sectioned_note, wait_indexed
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from bson import ObjectId
 
-from api.indexing.vectors import to_bson_vector
+from api.chunk_store.vectors import to_bson_vector
 from api.integrity import CheckReport
 from tests.integrity.conftest import World
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from bson import ObjectId
 
-from api.indexing.chunks_repository import ChunksRepository
+from api.chunk_store.repository import ChunksRepository
 from api.integrity import IntegrityChecker
 from tests.helpers import sectioned_note, wait_evicted, wait_indexed
 from tests.integrity.conftest import World

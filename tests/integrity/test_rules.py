@@ -9,7 +9,7 @@ import pytest
 from bson import ObjectId
 from bson.binary import Binary, BinaryVectorDtype
 
-from api.indexing.vectors import to_bson_vector
+from api.chunk_store.vectors import to_bson_vector
 from api.integrity.report import CheckReport, render
 from api.integrity.rules import (
     Expectations,

@@ -13,10 +13,10 @@ import numpy as np
 from bson import ObjectId
 from pymongo import AsyncMongoClient
 
+from api.chunk_store.vectors import to_bson_vector
+from api.chunking import get_chunker
 from api.db.client import ensure_indexes
-from api.indexing.vectors import to_bson_vector
 from api.integrity import Expectations, IntegrityChecker
-from api.services.chunking import get_chunker
 from connectors.embeddings.local import LocalEmbedder
 from tests.helpers import sectioned_note
 

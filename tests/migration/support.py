@@ -80,7 +80,7 @@ async def snapshot(db: AsyncDatabase) -> dict[str, Any]:
 
 
 async def reserved_now(db: AsyncDatabase) -> int:
-    """Notes a migration holds a live reservation on (`api.notes.queue`)."""
+    """Notes a migration holds a live reservation on (`api.indexing.queue`)."""
     return await db.notes.count_documents({"reserved_until": {"$gt": datetime.now(UTC)}})
 
 

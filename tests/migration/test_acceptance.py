@@ -119,7 +119,7 @@ async def test_500_legacy_notes_dry_run_interrupt_kill_resume(
     assert "Migration interrupted" in out1 and "run the same command again" in out1
     stopped_at = await indexed(db)
     assert stopped_at < N
-    # It handed what it had reserved back to every worker (`api.notes.queue`).
+    # It handed what it had reserved back to every worker (`api.indexing.queue`).
     assert await reserved_now(db) == 0
 
     # Run 2: SIGKILLed half-way, leaving leases and maybe half-written chunks behind.

@@ -23,9 +23,9 @@ from api.db.client import ensure_indexes
 from api.indexing.runtime import build_indexing
 from api.migration import selection as selection_rules
 from api.migration.limiter import RateLimitedEmbedder
+from api.migration.repository import MigrationNotes
 from api.migration.runner import MigrationRunner
 from api.migration.selection import Selection
-from api.notes.migration_queue import MigrationNotes
 from api.providers import build_chunker, build_embedder, embedding_model_key
 from tests.conftest import Api, running_app
 from tests.migration.support import (

@@ -34,7 +34,7 @@ POISON = "POISON-PILL"
 # The CLI, with a chunker that kills its process on the poisoned note.
 CRASHING_CLI = f"""
 import os, sys
-from api.services.chunking.markdown import MarkdownChunker
+from api.chunking.markdown import MarkdownChunker
 chunk_note = MarkdownChunker.chunk_note
 def dying(self, content, title=""):
     if {POISON!r} in content:

@@ -12,10 +12,10 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from api.config import Settings
 from api.indexing.runtime import build_indexing
+from api.migration.repository import MigrationNotes
 from api.migration.results import MigrationSummary
 from api.migration.runner import MigrationRunner
 from api.migration.selection import Selection
-from api.notes.migration_queue import MigrationNotes
 from api.providers import build_chunker, build_embedder, embedding_model_key
 from tests.migration.support import check_all_indexed, chunker_for, insert_legacy, run_in_process
 
@@ -106,8 +106,8 @@ async def test_lost_chunks_are_rebuilt_by_check_repair_then_migrate(
     """The migration trusts each note's index fields, so after `note_chunks` lost documents
     behind its back it selects nothing. The documented path (also the duplicate-chunks
     hint's): `autonote check --repair` re-queues those notes, and the migration rebuilds."""
+    from api.cli.check import expectations
     from api.integrity import IntegrityChecker
-    from api.integrity.command import expectations
 
     ids = await insert_legacy(db, 6, [ObjectId(), ObjectId()])
     code, first = await run_in_process(settings, concurrency=2)

@@ -10,8 +10,8 @@ import pytest
 from bson import Binary, Code, Decimal128, Int64, ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
 
+from api.migration.repository import MigrationNotes
 from api.migration.selection import WORKERS_FIRST_S, Selection, reason, settle
-from api.notes.migration_queue import MigrationNotes
 from api.notes.versioning import WHOLE_VERSION, is_whole_version, whole_version
 
 CV, MODEL = "chunker:v2", "model@384"

@@ -8,7 +8,7 @@ import pytest
 from starlette.requests import Request
 
 from api.errors import BadRequest
-from api.notes.multipart import read_multipart
+from api.importing.multipart import read_multipart
 from tests.conftest import Api, running_app
 
 NOTE = {"title": "Keep me", "content_md": "## A\n\nbody", "tags": ["t"]}

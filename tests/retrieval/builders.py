@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from api.retrieval.models import ChunkHit, ChunkRecord, NoteMeta
+from api.retrieval.types import ChunkHit, ChunkRecord, NoteMeta
 
 DIM = 16
 T0 = datetime(2024, 1, 1, tzinfo=UTC)

@@ -13,7 +13,7 @@ import pytest
 from bson import ObjectId
 
 from api.retrieval.backends import AtlasBackend
-from api.retrieval.models import SearchFilters
+from api.retrieval.types import SearchFilters
 
 AUTHOR = ObjectId()
 

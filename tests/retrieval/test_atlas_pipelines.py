@@ -22,7 +22,7 @@ from api.retrieval.atlas_pipelines import (
     vector_search_filter,
     vector_search_pipeline,
 )
-from api.retrieval.models import ChunkHit
+from api.retrieval.types import ChunkHit
 
 AUTHOR = ObjectId()
 NOTE_A, NOTE_B = ObjectId(), ObjectId()

@@ -19,7 +19,7 @@ from api.retrieval.grouping import (
     sum_scores,
     weighted_max_sum,
 )
-from api.retrieval.models import ChunkHit, NoteMeta
+from api.retrieval.types import ChunkHit, NoteMeta
 from tests.retrieval.builders import hit, note
 
 
@@ -321,7 +321,7 @@ def test_stored_section_index_is_read_whole_or_not_at_all(
     as None, and grouping falls back on their heading path and the note text."""
     from bson import ObjectId
 
-    from api.retrieval.sync import chunk_record
+    from api.retrieval.local.sync import chunk_record
 
     doc = {
         "_id": ObjectId(),

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from api.chunking import MarkdownChunker
 from api.retrieval.grouping import group_by_note
-from api.retrieval.models import ChunkHit
 from api.retrieval.note_text import MAX_OFFSET, MAX_WINDOWS, TextWindows, section_windows
-from api.services.chunking import MarkdownChunker
+from api.retrieval.types import ChunkHit
 from tests.retrieval.builders import hit, note
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "markdown"

@@ -34,7 +34,7 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from api.services.chunking.tokenizer import tiktoken_tokenizer
+from api.tokenizer.encoders import tiktoken_tokenizer
 
 MAX_INPUTS = 2048
 MAX_INPUT_TOKENS = 8192

@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from api.services.chunking.models import MarkdownChunk
-from api.services.chunking.tokenizer import Tokenizer
+from api.chunking.types import MarkdownChunk
+from api.tokenizer.encoders import Tokenizer
 
 
 class VectorBatch(Protocol):

@@ -31,7 +31,7 @@ SRC = HERE / "src"
 SPLITS = ("dev", "test")
 # The small example set shipped with scripts/optimize_chunk_size: the manifest's notes
 # marked `example: true` (all from the dev split) and their first few questions.
-EXAMPLE_DIR = HERE.parents[2] / "scripts" / "eval_data" / "example"
+EXAMPLE_DIR = HERE.parents[2] / "api" / "evaluation" / "example"
 EXAMPLE_QUESTIONS_PER_NOTE = 4
 
 

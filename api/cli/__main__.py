@@ -1,0 +1,5 @@
+"""`python -m api.cli`: the `autonote` command."""
+
+from api.cli import main
+
+main()

@@ -1,0 +1,188 @@
+"""The service container: every client and service a request or a background task uses,
+built once per process from settings. Each `build_*` function makes one part; the app's
+lifespan calls `build_container` and closes everything in reverse order on shutdown."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+
+import structlog
+from bson import ObjectId
+from pymongo import AsyncMongoClient
+from pymongo.asynchronous.database import AsyncDatabase
+
+from api.chat.service import ChatService
+from api.chunk_store.repository import ChunksRepository
+from api.chunking import Chunker
+from api.config import Settings
+from api.db.client import ensure_indexes, open_database
+from api.db.embedded import EmbeddedMongo
+from api.importing.sandbox import ConversionSandbox
+from api.importing.service import ImportService
+from api.indexing.runtime import Indexing, build_indexing
+from api.notes.repository import NotesRepository, NotesSearchQueries
+from api.notes.service import NotesService
+from api.providers import (
+    build_chat_model,
+    build_chunker,
+    build_embedder,
+    build_openai_client,
+    embedding_model_key,
+)
+from api.retrieval.backends import AtlasBackend, LocalBackend, SearchBackend, detect_backend
+from api.retrieval.local.index import LocalIndex
+from api.retrieval.local.sync import LocalIndexSync
+from api.retrieval.service import RetrievalService
+from api.tokenizer import tiktoken_tokenizer
+from api.users.repository import UsersRepository
+from api.users.service import UsersService
+from connectors.embeddings.base import Embedder
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class Container:
+    """Everything a request may need, created once per process."""
+
+    settings: Settings
+    client: AsyncMongoClient
+    db: AsyncDatabase
+    embedded: EmbeddedMongo | None
+    embedder: Embedder
+    chunker: Chunker
+    users: UsersService
+    notes: NotesService
+    indexing: Indexing
+    search: RetrievalService
+    chat: ChatService
+    imports: ImportService
+
+
+async def build_container(settings: Settings, stack: AsyncExitStack) -> Container:
+    """Open the database and build every part; `stack` closes them in reverse order."""
+    client, embedded = await stack.enter_async_context(open_database(settings))
+    db = client[settings.mongodb_db]
+    await ensure_indexes(db, cache_ttl_days=settings.autonote_embedding_cache_days)
+    openai_client = build_openai_client(settings)
+    if openai_client is not None:
+        stack.push_async_callback(openai_client.close)
+    embedder = build_embedder(settings, openai_client)
+    stack.push_async_callback(embedder.aclose)
+    chunker = build_chunker(settings, embedder)
+    search, sync = await build_search(settings, db, embedder)
+    if sync is not None:
+        stack.push_async_callback(sync.stop)
+    indexing = build_indexing(
+        settings,
+        db,
+        chunker=chunker,
+        embedder=embedder,
+        concurrency=settings.autonote_index_workers,
+        listeners=[sync.refresh_note] if sync is not None else [],
+        commit_scope=sync.committing if sync is not None else None,
+    )
+    notes = build_notes(settings, db, chunker, indexing, sync)
+    return Container(
+        settings=settings,
+        client=client,
+        db=db,
+        embedded=embedded,
+        embedder=embedder,
+        chunker=chunker,
+        users=build_users(settings, db),
+        notes=notes,
+        indexing=indexing,
+        search=search,
+        chat=ChatService(
+            search,
+            build_chat_model(settings, openai_client),
+            tiktoken_tokenizer("cl100k_base").count,
+            context_tokens=settings.chat_context_tokens,
+        ),
+        imports=build_imports(settings, notes),
+    )
+
+
+def build_users(settings: Settings, db: AsyncDatabase) -> UsersService:
+    admin = settings.autonote_admin_token
+    return UsersService(
+        UsersRepository(db),
+        admin_token=admin.get_secret_value() if admin else None,
+        rate_per_minute=settings.autonote_rate_limit_per_minute,
+        admin_guesses_per_minute=settings.autonote_admin_guesses_per_minute,
+    )
+
+
+async def build_search(
+    settings: Settings, db: AsyncDatabase, embedder: Embedder
+) -> tuple[RetrievalService, LocalIndexSync | None]:
+    """The search backend SEARCH_BACKEND asks for (auto: probe the server), loaded."""
+    backend_name = settings.search_backend
+    if backend_name == "auto":
+        backend_name = await detect_backend(db)
+    sync = None
+    backend: SearchBackend
+    if backend_name == "local":
+        index = LocalIndex(embedder.dimensions)
+        sync = LocalIndexSync(
+            db,
+            index,
+            model_key=embedding_model_key(embedder),
+            poll_s=settings.autonote_search_poll_s,
+        )
+        await sync.start()
+        backend = LocalBackend(index, catch_up=sync.catch_up)
+    else:
+        backend = AtlasBackend(
+            db, vector_index=settings.atlas_vector_index, text_index=settings.atlas_text_index
+        )
+    log.info("search.backend", backend=backend_name)
+    service = RetrievalService(
+        backend, embedder, NotesSearchQueries(db), chunking_enabled=settings.chunking_enabled
+    )
+    return service, sync
+
+
+def build_notes(
+    settings: Settings,
+    db: AsyncDatabase,
+    chunker: Chunker,
+    indexing: Indexing,
+    sync: LocalIndexSync | None,
+) -> NotesService:
+    """The notes service; a changed note wakes the workers (or, with CHUNKING_ASYNC=false,
+    is indexed before the write returns)."""
+
+    async def on_change(note_id: ObjectId) -> bool:
+        if settings.chunking_async:
+            indexing.workers.wake()
+            return False
+        await indexing.workers.index_now(note_id, settings.autonote_sync_index_timeout_s)
+        return True
+
+    return NotesService(
+        NotesRepository(db),
+        ChunksRepository(db),
+        max_note_bytes=settings.autonote_max_note_bytes,
+        max_tags=settings.autonote_max_tags,
+        max_tag_length=settings.autonote_max_tag_length,
+        chunking_enabled=settings.chunking_enabled,
+        chunking_strategy=chunker.strategy,
+        chunking_version=chunker.version,
+        on_change=on_change,
+        on_purge=sync.remove if sync is not None else None,
+    )
+
+
+def build_imports(settings: Settings, notes: NotesService) -> ImportService:
+    return ImportService(
+        notes,
+        max_file_bytes=settings.autonote_max_import_file_bytes,
+        max_files=settings.autonote_max_import_files,
+        sandbox=ConversionSandbox(
+            timeout_s=settings.autonote_import_timeout_s,
+            memory_mb=settings.autonote_import_memory_mb,
+        ),
+    )

@@ -1,0 +1,129 @@
+"""The import route (`POST /v1/notes/import`). Thin: read the multipart body, call
+`ImportService`, shape the response."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import ValidationError
+from starlette.datastructures import FormData
+from starlette.datastructures import UploadFile as StarletteUpload
+
+from api.errors import ValidationFailed
+from api.importing.multipart import read_multipart
+from api.importing.schemas import ImportedFile, ImportFailure, ImportOptions, ImportResult
+from api.importing.service import ImportService
+from api.notes.schemas import NoteSummary
+from api.schemas import AUTHED, TEXT_PATTERN, errors
+from api.users.auth import CurrentUser
+
+router = APIRouter(prefix="/v1/notes", tags=["notes"])
+
+
+def get_import_service(request: Request) -> ImportService:
+    return request.app.state.container.imports
+
+
+ImportServiceDep = Annotated[ImportService, Depends(get_import_service)]
+
+
+# The multipart body is parsed in the handler, AFTER authentication (FastAPI would read a
+# declared File/Form body before running the auth dependency): documented here instead.
+IMPORT_BODY = {
+    "required": True,
+    "content": {
+        "multipart/form-data": {
+            "schema": {
+                "type": "object",
+                "required": ["files"],
+                "additionalProperties": False,
+                "properties": {
+                    "files": {
+                        "type": "array",
+                        "minItems": 1,
+                        "description": ".md .txt .html .docx .pdf files",
+                        "items": {"type": "string", "contentMediaType": "application/octet-stream"},
+                    },
+                    "tags": {
+                        "type": "array",
+                        "items": {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": 512,
+                            "pattern": TEXT_PATTERN,
+                        },
+                        "description": "Tags added to every note",
+                    },
+                },
+            }
+        }
+    },
+}
+
+
+def _import_parts(form: FormData) -> tuple[list[StarletteUpload], ImportOptions]:
+    """The files and options of an import form; ValidationFailed (422) for an unknown
+    field, a part of the wrong kind, no file, or an invalid tag."""
+    unknown = sorted(set(form.keys()) - {"files", "tags"})
+    if unknown:
+        raise ValidationFailed(
+            f"unknown multipart field {unknown[0][:80]!r}: expected `files` and `tags`"
+        )
+    parts, fields = form.getlist("files"), form.getlist("tags")
+    files = [f for f in parts if isinstance(f, StarletteUpload)]
+    tags = [t for t in fields if isinstance(t, str)]
+    if len(files) != len(parts):
+        raise ValidationFailed("`files` parts must be files (with a filename)")
+    if len(tags) != len(fields):
+        raise ValidationFailed("`tags` parts must be text fields, not files")
+    if not files:
+        raise ValidationFailed("send at least one file in the multipart field `files`")
+    try:
+        options = ImportOptions(tags=tags)
+    except ValidationError as exc:
+        raise ValidationFailed("; ".join(f"tags: {e['msg']}" for e in exc.errors())) from None
+    return files, options
+
+
+@router.post(
+    "/import",
+    response_model=ImportResult,
+    responses=errors(*AUTHED),
+    openapi_extra={"requestBody": IMPORT_BODY},
+)
+async def import_notes(
+    request: Request,
+    user: CurrentUser,
+    imports: ImportServiceDep,
+) -> ImportResult:
+    """Import files as notes (multipart). Markdown and text are stored as written; HTML and
+    DOCX become markdown that keeps headings, GFM tables, lists, code and links (scripts,
+    navigation, headers and footers dropped); PDF text is extracted. Title from front
+    matter, the first H1, or the file name; tags from front matter, plus the `tags` fields
+    for every note. Each file succeeds or fails on its own: failures are listed with a
+    reason, the rest are imported. An unknown field or an invalid tag fails the whole
+    request (422) before anything is stored. A user's import requests run one at a time
+    (a second one waits, its body unread, until the first is done)."""
+    async with imports.request_turn(user):
+        form = await read_multipart(request, max_files=imports.max_files, max_fields=200)
+        try:
+            files, options = _import_parts(form)
+            payload: list[tuple[str, bytes]] = []
+            for upload in files:
+                # One byte over is enough for the import to list the file as `too_large`
+                # (each file succeeds or fails on its own); the rest is never read.
+                data = await upload.read(imports.max_file_bytes + 1)
+                payload.append((upload.filename or "untitled", data))
+        finally:
+            await form.close()
+        report = await imports.import_files(
+            user, payload, extra_tags=options.tags, abandoned=request.is_disconnected
+        )
+    return ImportResult(
+        imported=[
+            ImportedFile(filename=f, note=NoteSummary.from_doc(d), warnings=w)
+            for f, d, w in report.imported
+        ],
+        errors=[ImportFailure(filename=f, error=c, detail=d) for f, c, d in report.errors],
+    )

@@ -1,0 +1,51 @@
+"""Value types shared by the importers: the converted note and the per-file error."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+# Stored as written (read in-process); every other supported type goes through a parser.
+TEXT_EXTENSIONS: frozenset[str] = frozenset({".md", ".markdown", ".txt"})
+SUPPORTED_EXTENSIONS: frozenset[str] = TEXT_EXTENSIONS | {".html", ".htm", ".docx", ".pdf"}
+
+ImportErrorCode = Literal[
+    "unsupported_type",
+    "too_large",
+    "not_utf8",
+    "corrupt_file",
+    "encrypted",
+    "empty",
+    "too_complex",  # over the conversion's time or memory budget (api.importing.sandbox)
+    "unreadable",  # a file or folder the importing process may not read (CLI)
+]
+
+
+@dataclass
+class ImportedNote:
+    """A file converted to a markdown note, ready to be stored by the caller.
+
+    `content_md` is markdown (for `.md`/`.txt` the file as written, front matter included);
+    `source_name` is the file name the note came from (no directories), for reporting.
+    """
+
+    title: str
+    content_md: str
+    tags: list[str] = field(default_factory=list)
+    source_name: str = ""
+
+
+class ImportFileError(Exception):
+    """One file could not be imported; the rest of a batch carries on.
+
+    `code` is machine-readable (one of `ImportErrorCode`), `detail` is a sentence for a human.
+    """
+
+    def __init__(self, code: ImportErrorCode, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code: ImportErrorCode = code
+        self.detail = detail
+
+    def to_dict(self) -> dict[str, str]:
+        """The error as a JSON-ready body fragment (`{"code": ..., "detail": ...}`)."""
+        return {"code": self.code, "detail": self.detail}

@@ -1,0 +1,103 @@
+"""api.retrieval.atlas_indexes: definitions, planning, waiting — and a clear answer on servers
+without Atlas Search (the embedded one)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from api.db.client import create_client
+from api.retrieval.atlas_indexes import INDEX_DIR, SearchUnsupported, apply, load_specs, plan
+
+
+def test_definitions_follow_the_documented_shape() -> None:
+    vector, text = load_specs(384)
+    assert vector.name == "note_chunks_vector_index" and vector.type == "vectorSearch"
+    fields = vector.definition["fields"]
+    assert {
+        "type": "vector",
+        "path": "embedding",
+        "numDimensions": 384,
+        "similarity": "cosine",
+    } in fields
+    assert {f["path"] for f in fields if f["type"] == "filter"} == {"author_id", "note_id", "tags"}
+    assert text.type == "search" and text.definition["mappings"]["dynamic"] is False
+    mapped = text.definition["mappings"]["fields"]
+    assert mapped["author_id"]["type"] == "objectId" and mapped["tags"]["type"] == "token"
+    raw = json.loads((INDEX_DIR / "note_chunks_vector_index.json").read_text())
+    assert raw["fields"][0]["numDimensions"] == 1536, "file keeps the roadmap's default"
+    assert load_specs(1536, vector_name="custom")[0].name == "custom"
+
+
+def test_plan_creates_updates_or_leaves_alone() -> None:
+    specs = load_specs(1536)
+    assert [a.kind for a in plan([], specs)] == ["create", "create"]
+    existing = [{"name": s.name, "latestDefinition": s.definition} for s in specs]
+    assert [a.kind for a in plan(existing, specs)] == ["unchanged", "unchanged"]
+    assert [a.kind for a in plan(existing, load_specs(384))] == ["update", "unchanged"]
+
+
+class FakeAtlasCollection:
+    """Atlas' search-index commands, simulated: indexes build for a few polls."""
+
+    def __init__(self) -> None:
+        self.indexes: dict[str, dict[str, Any]] = {}
+        self.calls: list[str] = []
+
+    async def list_search_indexes(self) -> Any:
+        for doc in self.indexes.values():
+            doc["polls"] += 1
+            if doc["polls"] >= 3:
+                doc.update(status="READY", queryable=True)
+
+        class Cursor:
+            async def to_list(inner) -> list[dict[str, Any]]:
+                return [dict(d) for d in self.indexes.values()]
+
+        return Cursor()
+
+    async def create_search_indexes(self, models: list[Any]) -> list[str]:
+        for m in models:
+            doc = m.document
+            self.calls.append(f"create:{doc['name']}:{doc['type']}")
+            self.indexes[doc["name"]] = {
+                "name": doc["name"],
+                "latestDefinition": doc["definition"],
+                "status": "BUILDING",
+                "queryable": False,
+                "polls": 0,
+            }
+        return [m.document["name"] for m in models]
+
+    async def update_search_index(self, name: str, definition: dict[str, Any]) -> None:
+        self.calls.append(f"update:{name}")
+        self.indexes[name].update(
+            latestDefinition=definition, status="BUILDING", queryable=False, polls=0
+        )
+
+
+async def test_apply_creates_then_waits_until_queryable() -> None:
+    coll = FakeAtlasCollection()
+    out: list[str] = []
+    actions = await apply(coll, load_specs(1536), poll_s=0, echo=out.append)  # type: ignore[arg-type]
+    assert [a.kind for a in actions] == ["create", "create"]
+    assert coll.calls == [
+        "create:note_chunks_vector_index:vectorSearch",
+        "create:note_chunks_text_index:search",
+    ]
+    assert any(line.startswith("waiting for") for line in out)
+    assert out[-1] == "all search indexes are queryable"
+    again = await apply(coll, load_specs(384), poll_s=0, echo=out.append)  # type: ignore[arg-type]
+    assert [a.kind for a in again] == ["update", "unchanged"]
+    assert coll.calls[-1] == "update:note_chunks_vector_index"
+
+
+async def test_servers_without_search_get_a_clear_message(mongo_url: str, db_name: str) -> None:
+    client = create_client(mongo_url)
+    try:
+        with pytest.raises(SearchUnsupported, match="local search backend"):
+            await apply(client[db_name].note_chunks, load_specs(384), echo=lambda _: None)
+    finally:
+        await client.close()
