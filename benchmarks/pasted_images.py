@@ -107,16 +107,13 @@ def measure(
     rounds: int, notes: list[str] | None = None, tokenizers: tuple[str, ...] = TOKENIZERS
 ) -> list[list[Any]]:
     """One row per (note, tokenizer): baseline and masked numbers and their ratios."""
-    from api.chunking.markdown import gc_paused
-
     rows = []
     for tok_name, (chunker, embedder) in _chunkers(tokenizers).items():
         for name in notes or list(NOTES):
             text = NOTES[name]()
 
             def baseline(text: str = text, chunker: Any = chunker) -> list[Any]:
-                with gc_paused():
-                    return chunker._chunk(text, "Note")  # before: no masking step
+                return chunker._chunk(text, "Note")  # before: no masking step
 
             def masked(text: str = text, chunker: Any = chunker) -> list[Any]:
                 return chunker.chunk_note(text, "Note")

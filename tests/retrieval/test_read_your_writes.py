@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from api.retrieval import sync
+from api.retrieval.local import sync
 from tests.conftest import Api, running_app
 from tests.helpers import wait_indexed
 

@@ -11,7 +11,7 @@ import pytest
 from bson import ObjectId
 
 from api.providers import embedding_model_key
-from api.retrieval import sync
+from api.retrieval.local import sync
 from api.retrieval.local.index import LocalIndex
 from tests.conftest import running_app
 from tests.helpers import wait_indexed
