@@ -1,6 +1,5 @@
-"""Retrieval: hybrid chunk search (vector + BM25), fusion, grouping to notes, Atlas pipelines.
+"""Retrieval: hybrid chunk search (vector + BM25), fusion, grouping to notes.
 
-Pure/in-process parts live in `models`, `fusion`, `grouping`, `local_index` (with
-`local_vectors` and `local_fulltext`) and `atlas_pipelines`; wiring to MongoDB, the indexer
-and HTTP routes lives beside them.
+Pure parts: `types`, `fusion`, `grouping`, `note_text`, `atlas_pipelines`; the in-process
+index is `local/`; `service` runs a search, `backends` query the local index or Atlas.
 """

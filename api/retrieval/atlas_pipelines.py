@@ -1,49 +1,14 @@
 """Aggregation pipelines for the `atlas` search backend (pure builders, no I/O).
 
-Syntax follows the MongoDB documentation:
-- `$vectorSearch` (must be the FIRST stage; `index`, `path`, `queryVector`, `numCandidates`,
-  `limit`, `filter` in MQL with `$eq`/`$in`/`$and` on fields indexed as `filter`; score via
-  `{"$meta": "vectorSearchScore"}`):
-  https://www.mongodb.com/docs/atlas/atlas-vector-search/vector-search-stage/ and
-  https://www.mongodb.com/docs/atlas/atlas-vector-search/vector-search-type/
-  The docs recommend `numCandidates` ≥ 20 × `limit`; it may not exceed 10 000.
-- `$search` with `compound` (`must` scores, `filter` does not), `text` (`query`, `path`),
-  `equals` (ObjectId `value`), `in` (array `value`; string fields need the `token` type in
-  the search index); score via `{"$meta": "searchScore"}`:
-  https://www.mongodb.com/docs/atlas/atlas-search/compound/ ,
-  https://www.mongodb.com/docs/atlas/atlas-search/equals/ ,
-  https://www.mongodb.com/docs/atlas/atlas-search/in/ ,
-  https://www.mongodb.com/docs/atlas/atlas-search/text/ ,
-  https://www.mongodb.com/docs/atlas/atlas-search/scoring/
-- `$rankFusion` (reciprocal rank fusion on the server, MongoDB 8.0+; input pipelines may
-  only select and order documents — no `$project` — and the fused score is
-  `{"$meta": "score"}`):
-  https://www.mongodb.com/docs/manual/reference/operator/aggregation/rankFusion/
-
-Isolation: `author_id` is ALWAYS inside the search stage's own filter (a pre-filter), never
-a later `$match`, so other users' chunks cannot take candidate slots or leak.
-
-User filters: `note_ids` and `tags` (ANY-of) are indexed filter fields on `note_chunks` and
-go into the search stage. `updated_after` lives on `notes`, not on chunks: resolve it first
-with `notes_filter_query` into the list of matching note ids and pass that as `note_ids`
-(intersected with the user's own `note_ids`), so it stays a pre-filter. An EMPTY `note_ids`
-or `tags` list matches nothing: the builders raise `EmptyFilterError` and the caller returns
-no results without querying.
-
-Version guard: a note's searchable chunks are those with `note_version ==
-notes.indexed_version`. During a re-index both versions' chunks exist for a moment. The
-pipelines restrict results with a `$lookup` into `notes` AFTER the search stage (comparing
-`note_version` with `indexed_version`, and also checking the author and that the note is not
-trashed). This runs after the candidate set is chosen, but it cannot let another user's
-chunks in: it only removes the author's own stale chunks, so it may return fewer than
-`limit` results during a re-index; `guard_margin` extra results are fetched to cover that.
-An app-side check is also possible (and `grouping.group_by_note` applies it when
-`NoteMeta.indexed_version` is set).
+`author_id` is always in the search stage's own filter (a pre-filter); `updated_after` is
+resolved into a `note_ids` pre-filter first (`notes_filter_query`); an empty `note_ids` or
+`tags` list raises `EmptyFilterError`. A `$lookup` after the search stage keeps only chunks
+of their note's `indexed_version` (`current_version_guard`). See docs/search.md (Atlas).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -121,7 +86,7 @@ def vector_search_stage(
     note_ids: Sequence[ObjectId] | None = None,
     tags: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """The `$vectorSearch` stage alone (also used inside `$rankFusion`)."""
+    """The `$vectorSearch` stage alone."""
     vector = [float(x) for x in query_vector]
     if not vector:
         raise ValueError("query_vector is empty")
@@ -177,7 +142,8 @@ def chunk_projection(score_meta: str) -> dict[str, Any]:
 
 def current_version_guard(notes_collection: str = "notes") -> Pipeline:
     """Stages keeping only chunks of their note's `indexed_version` (same author, note not
-    trashed); see the module docstring."""
+    trashed). They run after the search stage, so during a re-index they may leave fewer
+    than `limit` results; the pipelines fetch `guard_margin` extra to cover that."""
     return [
         {
             "$lookup": {
@@ -262,64 +228,6 @@ def text_search_pipeline(
         {"$limit": limit + guard_margin if version_guard else limit},
         chunk_projection("searchScore"),
     ]
-    if version_guard:
-        pipeline += [*current_version_guard(notes_collection), {"$limit": limit}]
-    return pipeline
-
-
-def rank_fusion_pipeline(
-    vector_index: str,
-    text_index: str,
-    query_vector: Sequence[float],
-    query: str,
-    author_id: ObjectId,
-    *,
-    limit: int,
-    candidates_per_input: int | None = None,
-    num_candidates: int | None = None,
-    note_ids: Sequence[ObjectId] | None = None,
-    tags: Sequence[str] | None = None,
-    weights: Mapping[str, float] | None = None,
-    version_guard: bool = True,
-    guard_margin: int = DEFAULT_GUARD_MARGIN,
-    notes_collection: str = "notes",
-) -> Pipeline:
-    """Server-side hybrid search with `$rankFusion` (inputs `vector` and `keyword`, RRF with
-    k = 60 on the server) — an alternative to fusing two result lists in the app.
-
-    Each input returns `candidates_per_input` chunks (default 2 × (limit + margin)); both
-    inputs carry the author pre-filter. `weights` maps "vector"/"keyword" to weights.
-    """
-    fetch = limit + guard_margin if version_guard else limit
-    per_input = candidates_per_input or 2 * fetch
-    per_input = min(per_input, MAX_NUM_CANDIDATES)
-    unknown = set(weights or {}) - {"vector", "keyword"}
-    if unknown:
-        raise ValueError(f"unknown $rankFusion inputs in weights: {sorted(unknown)}")
-    stage: dict[str, Any] = {
-        "input": {
-            "pipelines": {
-                "vector": [
-                    vector_search_stage(
-                        vector_index,
-                        query_vector,
-                        author_id,
-                        limit=per_input,
-                        num_candidates=num_candidates,
-                        note_ids=note_ids,
-                        tags=tags,
-                    )
-                ],
-                "keyword": [
-                    search_stage(text_index, query, author_id, note_ids=note_ids, tags=tags),
-                    {"$limit": per_input},
-                ],
-            }
-        }
-    }
-    if weights:
-        stage["combination"] = {"weights": {k: float(v) for k, v in weights.items()}}
-    pipeline: Pipeline = [{"$rankFusion": stage}, {"$limit": fetch}, chunk_projection("score")]
     if version_guard:
         pipeline += [*current_version_guard(notes_collection), {"$limit": limit}]
     return pipeline

@@ -17,7 +17,6 @@ from api.retrieval.atlas_pipelines import (
     current_version_guard,
     notes_filter_query,
     num_candidates_for,
-    rank_fusion_pipeline,
     text_search_pipeline,
     vector_search_filter,
     vector_search_pipeline,
@@ -146,34 +145,6 @@ def test_text_search_pipeline() -> None:
         text_search_pipeline("t", "   ", AUTHOR, limit=5)
     with pytest.raises(EmptyFilterError):
         text_search_pipeline("t", "q", AUTHOR, limit=5, tags=[])
-
-
-def test_rank_fusion_pipeline() -> None:
-    pipeline = rank_fusion_pipeline(
-        "v", "t", VEC, "query", AUTHOR, limit=10, tags=["x"], weights={"vector": 2, "keyword": 1}
-    )
-    assert _stage_names(pipeline)[0] == "$rankFusion"
-    fusion = pipeline[0]["$rankFusion"]
-    inputs = fusion["input"]["pipelines"]
-    assert set(inputs) == {"vector", "keyword"}
-    assert _stage_names(inputs["vector"]) == ["$vectorSearch"]
-    assert _stage_names(inputs["keyword"]) == ["$search", "$limit"]
-    for name, sub in inputs.items():
-        # Input pipelines may only select and order documents.
-        assert all(s in {"$vectorSearch", "$search", "$limit"} for s in _stage_names(sub)), name
-    assert inputs["vector"][0]["$vectorSearch"]["filter"]["$and"][0] == {
-        "author_id": {"$eq": AUTHOR}
-    }
-    assert inputs["keyword"][0]["$search"]["compound"]["filter"][0] == {
-        "equals": {"path": "author_id", "value": AUTHOR}
-    }
-    assert fusion["combination"] == {"weights": {"vector": 2.0, "keyword": 1.0}}
-    projection = pipeline[2]["$project"]
-    _assert_no_embedding(projection)
-    assert projection["score"] == {"$meta": "score"}
-    assert pipeline[-1] == {"$limit": 10}
-    with pytest.raises(ValueError):
-        rank_fusion_pipeline("v", "t", VEC, "q", AUTHOR, limit=5, weights={"bm25": 1})
 
 
 def test_notes_filter_query() -> None:

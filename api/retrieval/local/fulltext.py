@@ -281,10 +281,6 @@ class FullTextIndex:
         row_map = 100 * len(self._rows)  # dict entry + int key, roughly
         return int(pages) * int(page_size) + row_map + CONNECTION_OVERHEAD_BYTES
 
-    def integrity_check(self) -> None:
-        """Raise `sqlite3.DatabaseError` if the FTS5 structures are inconsistent."""
-        self._db.execute("INSERT INTO chunks(chunks) VALUES ('integrity-check')")
-
     def close(self) -> None:
         self._db.close()
 

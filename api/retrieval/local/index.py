@@ -1,34 +1,15 @@
-"""The in-process search index behind `SEARCH_BACKEND=local`.
+"""The in-process search index behind `SEARCH_BACKEND=local`: exact cosine over float32
+matrices (`vectors`) and BM25 (`fulltext`, SQLite FTS5), partitioned by author
+(`partition`), with filter masks applied before top-k (`filters`). `LocalIndexSync` feeds
+it from `note_chunks`; see docs/search.md (Local).
 
-Serves the embedded default and self-managed MongoDB without `mongot`: exact cosine search
-over float32 matrices (`local_vectors`) and BM25 full-text search (`local_fulltext`, SQLite
-FTS5), with per-author state grouped in `local_partition` and filter masks in
-`local_filters`. The sync layer loads it from `note_chunks` at start-up (`replace_notes` in
-batches) and calls `replace_note` / `remove_note` / `update_note_meta` as the indexer
-commits; searches read it.
-
-Isolation by construction: everything is partitioned by `author_id`. Each author has their
-own vector matrix and their own FTS5 table, so a query only ever scans the querying
-author's chunks: another author's chunks can neither leak into results nor consume the
-limit, whatever the filters. User filters (tags ANY-of, note ids, updated after; see
-`SearchFilters`) become a boolean mask over the author's notes that masks rows *before*
-top-k selection (vector side) or sits in the SQL `WHERE` before `ORDER BY rank LIMIT k`.
-
-Versions: the index holds exactly one version of each note. `replace_note` swaps a note's
-chunks atomically for every reader: writers are serialised, and a reader sees either the
-old or the new chunks of a note, never none and never both (vector readers take an
-immutable snapshot; keyword readers and the filter evaluation run under the author's lock,
-which the writer holds while it swaps both stores). `search_hybrid` evaluates both
-retrievers against the same state. A `replace_note` with an older version than the one held
-is ignored (out-of-order sync events cannot roll a note back).
-
-Thread-safety: all methods may be called from any thread (the API runs searches in worker
-threads while the event loop applies updates). Vector products run outside every lock.
+Each note is held at exactly one version: writers are serialised, and a reader sees either
+a note's old or its new chunks, never none and never both. All methods may be called from
+any thread; vector products run outside every lock.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import threading
 from collections.abc import Sequence
@@ -39,14 +20,7 @@ import numpy as np
 import structlog
 
 from api.retrieval.local.fulltext import FullTextIndex
-from api.retrieval.local.partition import (
-    NoteEntry,
-    Partition,
-    PreparedNote,
-    chunk_bytes,
-    meta_bytes,
-    unit_rows,
-)
+from api.retrieval.local.partition import NoteEntry, Partition, PreparedNote, prepare_note
 from api.retrieval.local.vectors import (
     VectorSnapshot,
     VectorStore,
@@ -79,7 +53,7 @@ class LocalIndex:
 
     `dimensions` is the embedding model's; `heading_weight`/`content_weight` weigh the
     breadcrumb and content columns in BM25; `blas_threads` caps numpy's BLAS threads for
-    the process (see `local_vectors.limit_blas_threads`; None leaves them alone).
+    the process (see `vectors.limit_blas_threads`; None leaves them alone).
     """
 
     def __init__(
@@ -122,17 +96,7 @@ class LocalIndex:
         item is validated before anything changes; a note may appear only once."""
         if len({note.note_id for note, _, _ in items}) != len(items):
             raise ValueError("a note appears twice in one batch")
-        prepared = []
-        for note, version, chunks in items:
-            self._validate(note, version, chunks)
-            prepared.append(
-                PreparedNote(
-                    meta=dataclasses.replace(note, indexed_version=version),
-                    version=version,
-                    data=[chunk.data() for chunk in chunks],
-                    vectors=unit_rows([chunk.vector for chunk in chunks], self.dimensions),
-                )
-            )
+        prepared = [prepare_note(n, v, chunks, self.dimensions) for n, v, chunks in items]
         applied: list[bool] = []
         with self._write_lock:
             by_author: dict[str, list[PreparedNote]] = {}
@@ -154,7 +118,7 @@ class LocalIndex:
                 by_author.setdefault(p.meta.author_id, []).append(p)
                 applied.append(True)
             for author_id, group in by_author.items():
-                self._apply(self._partition(author_id), group)
+                self._partition(author_id).swap_in(group)
                 for p in group:
                     self._note_author[p.meta.note_id] = author_id
         return applied
@@ -173,13 +137,7 @@ class LocalIndex:
                 return False
             if author != note.author_id:
                 raise ValueError("a note's author cannot change through update_note_meta")
-            part = self._authors[author]
-            with part.lock:
-                entry = part.notes[note.note_id]
-                meta = dataclasses.replace(note, indexed_version=entry.version)
-                part.filters.set(entry.ord, meta, previous=entry.meta)
-                entry.nbytes += meta_bytes(meta) - meta_bytes(entry.meta)
-                entry.meta = meta
+            self._authors[author].set_meta(note)
             return True
 
     def close(self) -> None:
@@ -206,38 +164,6 @@ class LocalIndex:
         """The held metadata of a note (its `indexed_version` set), or None."""
         entry = self._entry(note_id)
         return entry.meta if entry is not None else None
-
-    def search_vector(
-        self,
-        author_id: str,
-        query_vector: np.ndarray,
-        k: int,
-        filters: SearchFilters | None = None,
-    ) -> ScoredChunks:
-        """The author's `k` chunks most similar to `query_vector` (cosine, best first),
-        among notes passing `filters` (applied before selection)."""
-        part = self._authors.get(author_id)
-        if part is None or k <= 0:
-            return []
-        with part.lock:
-            mask = part.note_mask(filters)
-            snapshot = part.vectors.snapshot
-        return _vector_search(snapshot, query_vector, k, mask)
-
-    def search_keyword(
-        self, author_id: str, query: str, k: int, filters: SearchFilters | None = None
-    ) -> ScoredChunks:
-        """The author's `k` best chunks for `query` by BM25 (higher is better), among notes
-        passing `filters` (applied before ranking). Query syntax is never interpreted; a
-        query with no searchable term (empty, punctuation, stop words) returns []."""
-        part = self._authors.get(author_id)
-        if part is None or k <= 0:
-            return []
-        with part.lock:
-            allowed = part.allowed_list(part.note_mask(filters))
-            if allowed is not None and not allowed:
-                return []
-            return part.fulltext.search(query, k, allowed)
 
     def search_hybrid(
         self,
@@ -301,12 +227,7 @@ class LocalIndex:
         FTS5 pages and per-connection cost, and the Python objects of chunks and notes
         (`sys.getsizeof` of each object, string and list)."""
         total = sys.getsizeof(self._authors) + sys.getsizeof(self._note_author)
-        for part in list(self._authors.values()):
-            with part.lock:
-                total += part.vectors.memory_bytes() + part.fulltext.memory_bytes()
-                total += sys.getsizeof(part.notes) + part.filters.nbytes()
-                total += sum(e.nbytes + 120 for e in part.notes.values())
-        return total
+        return total + sum(part.memory_bytes() for part in list(self._authors.values()))
 
     # ------------------------------------------------------------------ internals
 
@@ -335,67 +256,16 @@ class LocalIndex:
             self._authors[author_id] = part
         return part
 
-    def _apply(self, part: Partition, group: list[PreparedNote]) -> None:
-        """Swap the group's notes into one author's stores (under the write lock)."""
-        ords: list[int] = []
-        next_ord = part.next_ord
-        for p in group:
-            entry = part.notes.get(p.meta.note_id)
-            if entry is not None:
-                ords.append(entry.ord)
-            else:
-                ords.append(next_ord)
-                next_ord += 1
-        with part.lock:
-            part.fulltext.replace_notes([(o, p.data) for o, p in zip(ords, group, strict=True)])
-            part.vectors.replace_notes(
-                [(o, p.data, p.vectors) for o, p in zip(ords, group, strict=True)]
-            )
-            part.next_ord = next_ord
-            for ord_, p in zip(ords, group, strict=True):
-                entry = part.notes.get(p.meta.note_id)
-                part.filters.set(ord_, p.meta, previous=entry.meta if entry else None)
-                part.notes[p.meta.note_id] = NoteEntry(
-                    meta=p.meta,
-                    version=p.version,
-                    ord=ord_,
-                    chunk_count=len(p.data),
-                    nbytes=meta_bytes(p.meta) + sum(chunk_bytes(c) for c in p.data),
-                )
-
     def _remove_locked(self, note_id: str) -> bool:
         author = self._note_author.pop(note_id, None)
         if author is None:
             return False
         part = self._authors[author]
-        with part.lock:
-            entry = part.notes.pop(note_id)
-            part.filters.clear(entry.ord, entry.meta)
-            part.fulltext.remove_note(entry.ord)
-            part.vectors.remove_note(entry.ord)
+        part.drop(note_id)
         if not part.notes:
             # Readers holding this partition finish on it; the connection closes with it.
             del self._authors[author]
         return True
-
-    def _validate(self, note: NoteMeta, version: int, chunks: Sequence[ChunkRecord]) -> None:
-        seen: set[str] = set()
-        for chunk in chunks:
-            if chunk.note_id != note.note_id or chunk.author_id != note.author_id:
-                raise ValueError(f"chunk {chunk.chunk_id} belongs to another note or author")
-            if chunk.note_version != version:
-                raise ValueError(
-                    f"chunk {chunk.chunk_id} has version {chunk.note_version}, not {version}"
-                )
-            if chunk.chunk_id in seen:
-                raise ValueError(f"chunk id {chunk.chunk_id} appears twice")
-            seen.add(chunk.chunk_id)
-            shape = np.shape(chunk.vector)
-            if shape != (self.dimensions,):
-                raise ValueError(
-                    f"chunk {chunk.chunk_id} vector has shape {shape}, "
-                    f"expected ({self.dimensions},)"
-                )
 
 
 def _vector_search(

@@ -1,11 +1,13 @@
 """One author's share of the local index, and helpers to prepare and size its contents.
 
-`LocalIndex` owns the locking protocol; a `Partition` groups what one author's searches
-touch: the vector store, the full-text table, the filter index and the note entries.
+A `Partition` groups what one author's searches touch: the vector store, the full-text
+table, the filter index and the note entries. `LocalIndex` serialises the writers; the
+partition's changes run under its `lock`, which readers take too.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
 from collections.abc import Sequence
@@ -16,7 +18,7 @@ import numpy as np
 from api.retrieval.local.filters import NoteFilterIndex
 from api.retrieval.local.fulltext import FullTextIndex
 from api.retrieval.local.vectors import VectorStore
-from api.retrieval.types import ChunkData, NoteMeta, SearchFilters
+from api.retrieval.types import ChunkData, ChunkRecord, NoteMeta, SearchFilters
 
 
 @dataclass(slots=True)
@@ -70,6 +72,88 @@ class Partition:
         if len(allowed) == len(self.notes):
             return None
         return allowed.tolist()
+
+    def swap_in(self, group: list[PreparedNote]) -> None:
+        """Make the group's notes this author's current ones, in both stores at once."""
+        ords: list[int] = []
+        next_ord = self.next_ord
+        for p in group:
+            entry = self.notes.get(p.meta.note_id)
+            if entry is not None:
+                ords.append(entry.ord)
+            else:
+                ords.append(next_ord)
+                next_ord += 1
+        with self.lock:
+            self.fulltext.replace_notes([(o, p.data) for o, p in zip(ords, group, strict=True)])
+            self.vectors.replace_notes(
+                [(o, p.data, p.vectors) for o, p in zip(ords, group, strict=True)]
+            )
+            self.next_ord = next_ord
+            for ord_, p in zip(ords, group, strict=True):
+                entry = self.notes.get(p.meta.note_id)
+                self.filters.set(ord_, p.meta, previous=entry.meta if entry else None)
+                self.notes[p.meta.note_id] = NoteEntry(
+                    meta=p.meta,
+                    version=p.version,
+                    ord=ord_,
+                    chunk_count=len(p.data),
+                    nbytes=meta_bytes(p.meta) + sum(chunk_bytes(c) for c in p.data),
+                )
+
+    def drop(self, note_id: str) -> None:
+        """Remove a held note and all its chunks."""
+        with self.lock:
+            entry = self.notes.pop(note_id)
+            self.filters.clear(entry.ord, entry.meta)
+            self.fulltext.remove_note(entry.ord)
+            self.vectors.remove_note(entry.ord)
+
+    def set_meta(self, note: NoteMeta) -> None:
+        """Replace a held note's metadata, keeping its chunks and indexed version."""
+        with self.lock:
+            entry = self.notes[note.note_id]
+            meta = dataclasses.replace(note, indexed_version=entry.version)
+            self.filters.set(entry.ord, meta, previous=entry.meta)
+            entry.nbytes += meta_bytes(meta) - meta_bytes(entry.meta)
+            entry.meta = meta
+
+    def memory_bytes(self) -> int:
+        """Estimated bytes held: both stores, the filter index and the note entries."""
+        with self.lock:
+            total = self.vectors.memory_bytes() + self.fulltext.memory_bytes()
+            total += sys.getsizeof(self.notes) + self.filters.nbytes()
+            return total + sum(e.nbytes + 120 for e in self.notes.values())
+
+
+def prepare_note(
+    note: NoteMeta, version: int, chunks: Sequence[ChunkRecord], dimensions: int
+) -> PreparedNote:
+    """A note update checked and ready to swap in. Raises `ValueError` when a chunk belongs
+    to another note, author or version, when chunk ids repeat, or when a vector has the
+    wrong shape."""
+    seen: set[str] = set()
+    for chunk in chunks:
+        if chunk.note_id != note.note_id or chunk.author_id != note.author_id:
+            raise ValueError(f"chunk {chunk.chunk_id} belongs to another note or author")
+        if chunk.note_version != version:
+            raise ValueError(
+                f"chunk {chunk.chunk_id} has version {chunk.note_version}, not {version}"
+            )
+        if chunk.chunk_id in seen:
+            raise ValueError(f"chunk id {chunk.chunk_id} appears twice")
+        seen.add(chunk.chunk_id)
+        shape = np.shape(chunk.vector)
+        if shape != (dimensions,):
+            raise ValueError(
+                f"chunk {chunk.chunk_id} vector has shape {shape}, expected ({dimensions},)"
+            )
+    return PreparedNote(
+        meta=dataclasses.replace(note, indexed_version=version),
+        version=version,
+        data=[chunk.data() for chunk in chunks],
+        vectors=unit_rows([chunk.vector for chunk in chunks], dimensions),
+    )
 
 
 def unit_rows(vectors: Sequence[np.ndarray], dim: int) -> np.ndarray:

@@ -9,9 +9,23 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from api.retrieval.local.index import LocalIndex
+from api.retrieval.local.index import LocalIndex, ScoredChunks
 from api.retrieval.types import SearchFilters
 from tests.retrieval.builders import DIM, T0, chunk, note, random_unit, unit
+
+
+def vector_only(
+    index: LocalIndex, author: str, q: np.ndarray, k: int, filters: SearchFilters | None = None
+) -> ScoredChunks:
+    """The vector list of `search_hybrid` with the keyword retriever skipped."""
+    return index.search_hybrid(author, q, None, k_vector=k, k_keyword=0, filters=filters)[0]
+
+
+def keyword_only(
+    index: LocalIndex, author: str, query: str, k: int, filters: SearchFilters | None = None
+) -> ScoredChunks:
+    """The keyword list of `search_hybrid` with the vector retriever skipped."""
+    return index.search_hybrid(author, None, query, k_vector=0, k_keyword=k, filters=filters)[1]
 
 
 @pytest.fixture
@@ -32,18 +46,18 @@ def test_other_authors_chunks_never_returned_even_when_they_are_the_only_matches
     alice = note("alice-note", "alice")
     index.replace_note(alice, 1, [chunk(alice, 0, -q, text="gardening tomatoes")])
 
-    vector = index.search_vector("alice", q, 10)
+    vector = vector_only(index, "alice", q, 10)
     assert [c.note_id for c, _ in vector] == ["alice-note"]
-    assert index.search_keyword("alice", "kubernetes secret", 10) == []
+    assert keyword_only(index, "alice", "kubernetes secret", 10) == []
     v, k = index.search_hybrid("alice", q, "kubernetes", k_vector=10, k_keyword=10)
     assert {c.author_id for c, _ in v + k} == {"alice"}
     # Filters naming Bob's note do not reach it either.
     only_bob = SearchFilters(note_ids=["bob-note"])
-    assert index.search_vector("alice", q, 10, only_bob) == []
-    assert index.search_keyword("alice", "kubernetes", 10, only_bob) == []
+    assert vector_only(index, "alice", q, 10, only_bob) == []
+    assert keyword_only(index, "alice", "kubernetes", 10, only_bob) == []
     # An unknown author has nothing.
-    assert index.search_vector("carol", q, 10) == []
-    assert index.search_keyword("carol", "kubernetes", 10) == []
+    assert vector_only(index, "carol", q, 10) == []
+    assert keyword_only(index, "carol", "kubernetes", 10) == []
 
 
 def test_filters_apply_before_top_k(rng: np.random.Generator) -> None:
@@ -69,16 +83,16 @@ def test_filters_apply_before_top_k(rng: np.random.Generator) -> None:
         SearchFilters(updated_after=T0 + timedelta(days=5)),
         SearchFilters(updated_after=(T0 + timedelta(days=5)).replace(tzinfo=None)),  # naive=UTC
     ]:
-        vec = index.search_vector("alice", q, 3, filters)
+        vec = vector_only(index, "alice", q, 3, filters)
         assert {c.note_id for c, _ in vec} == want_ids, filters
-        kw = index.search_keyword("alice", "deploy", 3, filters)
+        kw = keyword_only(index, "alice", "deploy", 3, filters)
         assert {c.note_id for c, _ in kw} == want_ids, filters
         hv, hk = index.search_hybrid("alice", q, "deploy", k_vector=3, k_keyword=3, filters=filters)
         assert {c.note_id for c, _ in hv} == {c.note_id for c, _ in hk} == want_ids
 
     nothing = SearchFilters(tags=[])
-    assert index.search_vector("alice", q, 3, nothing) == []
-    assert index.search_keyword("alice", "deploy", 3, nothing) == []
+    assert vector_only(index, "alice", q, 3, nothing) == []
+    assert keyword_only(index, "alice", "deploy", 3, nothing) == []
     assert index.search_hybrid("alice", q, "deploy", k_vector=3, k_keyword=3, filters=nothing) == (
         [],
         [],
@@ -94,8 +108,8 @@ def test_replace_swaps_versions_and_ignores_stale_updates(rng: np.random.Generat
     assert index.replace_note(meta, 2, v2)
     assert index.note_version("n") == 2
     assert index.note_meta("n").indexed_version == 2
-    assert index.search_keyword("alice", "draft", 10) == []
-    assert [c.chunk_id for c, _ in index.search_vector("alice", random_unit(rng), 10)] == ["n:v2:0"]
+    assert keyword_only(index, "alice", "draft", 10) == []
+    assert [c.chunk_id for c, _ in vector_only(index, "alice", random_unit(rng), 10)] == ["n:v2:0"]
     # An out-of-order (older) update is ignored.
     assert index.replace_note(meta, 1, v1) is False
     assert index.note_version("n") == 2
@@ -111,10 +125,9 @@ def test_remove_note_and_update_meta(rng: np.random.Generator) -> None:
     assert index.note_meta("a").title == "Renamed"
     assert index.note_meta("a").indexed_version == 1
     assert [
-        c.note_id
-        for c, _ in index.search_keyword("alice", "apples", 5, SearchFilters(tags=["new"]))
+        c.note_id for c, _ in keyword_only(index, "alice", "apples", 5, SearchFilters(tags=["new"]))
     ] == ["a"]
-    assert index.search_keyword("alice", "apples", 5, SearchFilters(tags=["old"])) == []
+    assert keyword_only(index, "alice", "apples", 5, SearchFilters(tags=["old"])) == []
     assert index.update_note_meta(note("zzz")) is False
     with pytest.raises(ValueError):
         index.update_note_meta(note("a", "mallory"))
@@ -122,7 +135,7 @@ def test_remove_note_and_update_meta(rng: np.random.Generator) -> None:
     assert index.remove_note("a") is True
     assert index.remove_note("a") is False
     assert index.note_version("a") is None
-    assert index.search_keyword("alice", "apples", 5) == []
+    assert keyword_only(index, "alice", "apples", 5) == []
     assert index.stats().notes == 1
     index.remove_note("b")
     stats = index.stats()
@@ -171,7 +184,7 @@ def test_vector_results_equal_brute_force(rng: np.random.Generator) -> None:
             scores = matrix @ q
             expected = [keys[i] for i in np.argsort(-scores)[:7]]
             filters = SearchFilters(tags=[tag]) if tag else None
-            got = index.search_vector("alice", q, 7, filters)
+            got = vector_only(index, "alice", q, 7, filters)
             assert [c.chunk_id for c, _ in got] == expected
             assert [s for _, s in got] == pytest.approx(sorted(scores, reverse=True)[:7], abs=1e-5)
 
@@ -195,8 +208,8 @@ def test_readers_never_see_zero_or_two_versions_during_replacements(
     def reader() -> None:
         while not stop.is_set():
             vec, kw = index.search_hybrid("alice", q, "shared words", k_vector=50, k_keyword=50)
-            solo = index.search_keyword("alice", "shared", 50)
-            solo_vec = index.search_vector("alice", q, 50)
+            solo = keyword_only(index, "alice", "shared", 50)
+            solo_vec = vector_only(index, "alice", q, 50)
             for name, results in [("vector", vec), ("keyword", kw), ("kw", solo), ("v", solo_vec)]:
                 versions = {c.note_version for c, _ in results}
                 if len(results) != 4 or len(versions) != 1:
@@ -251,8 +264,8 @@ def test_replace_notes_batch(rng: np.random.Generator) -> None:
     )
     assert applied == [True, True, False]
     assert (index.note_version("a"), index.note_version("b"), index.note_version("c")) == (1, 2, 5)
-    assert len(index.search_keyword("alice", "alpha", 10)) == 3
-    assert [x.note_id for x, _ in index.search_keyword("bob", "words", 10)] == ["b"]
+    assert len(keyword_only(index, "alice", "alpha", 10)) == 3
+    assert [x.note_id for x, _ in keyword_only(index, "bob", "words", 10)] == ["b"]
     with pytest.raises(ValueError, match="twice"):
         index.replace_notes([(a, 2, []), (a, 3, [])])
     with pytest.raises(ValueError):  # one bad item: nothing of the batch is applied
@@ -269,9 +282,9 @@ def test_removed_then_readded_note_is_filtered_by_its_new_metadata(
     index.remove_note("n")
     again = note("n", tags=["blue"])
     index.replace_note(again, 2, [chunk(again, 0, random_unit(rng), version=2, text="sky")])
-    assert index.search_keyword("alice", "sky", 5, SearchFilters(tags=["red"])) == []
-    assert len(index.search_keyword("alice", "sky", 5, SearchFilters(tags=["blue"]))) == 1
-    assert len(index.search_vector("alice", random_unit(rng), 5, SearchFilters(tags=["blue"]))) == 1
+    assert keyword_only(index, "alice", "sky", 5, SearchFilters(tags=["red"])) == []
+    assert len(keyword_only(index, "alice", "sky", 5, SearchFilters(tags=["blue"]))) == 1
+    assert len(vector_only(index, "alice", random_unit(rng), 5, SearchFilters(tags=["blue"]))) == 1
 
 
 def test_parallel_hybrid_matches_sequential(
