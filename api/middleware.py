@@ -1,4 +1,4 @@
-"""ASGI middleware: request ids + access logs + spans + latency metrics, a request-body
+"""ASGI middleware: request ids + access logs + spans, a request-body
 limit that rejects oversized bodies before they are read whole, and authentication of
 `/v1` requests before anything reads their body."""
 
@@ -18,14 +18,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.error_handlers import database_unavailable
 from api.errors import DomainError
-from api.observability import http_request_duration, tracer
+from api.observability import tracer
 
 log = structlog.get_logger("api.http")
 
-# Metric and span labels take the method only from this set, as OpenTelemetry's HTTP
-# conventions say: anything else is "_OTHER", so requests with made-up methods (answered
-# 405 without authentication) cannot fill the histogram's series limit and push real
-# routes into the overflow series.
+# Span and log labels take the method only from this set, as OpenTelemetry's HTTP
+# conventions say: anything else is "_OTHER" (FastAPI labels its request-duration
+# histogram the same way: tests/test_metrics.py).
 _KNOWN_METHODS = frozenset(
     {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"}
 )
@@ -33,7 +32,8 @@ _KNOWN_METHODS = frozenset(
 
 class RequestContextMiddleware:
     """Binds `request_id` to every log line of the request, opens a server span, logs
-    `http.request` and records the latency histogram. Echoes `X-Request-ID`."""
+    `http.request` with its duration. Echoes `X-Request-ID`. The request-latency histogram
+    is FastAPI's own (`http.server.request.duration`, seconds)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -84,14 +84,6 @@ class RequestContextMiddleware:
                 route_path = getattr(route, "path", "unmatched")
                 span.set_attribute("http.route", route_path)
                 span.set_attribute("http.response.status_code", status)
-                http_request_duration.record(
-                    elapsed_ms,
-                    {
-                        "http.route": route_path,
-                        "http.request.method": method,
-                        "http.response.status_code": status,
-                    },
-                )
                 log.info(
                     "http.request",
                     method=method,
@@ -229,7 +221,3 @@ class AuthenticateFirstMiddleware:
                 await send(message)
             return
         await self.app(scope, receive, send)
-
-
-def error_body(code: str, detail: Any) -> dict[str, Any]:
-    return {"error": code, "detail": detail}

@@ -31,9 +31,6 @@ chunks_reused = meter.create_counter(
 embedding_tokens = meter.create_counter(
     "embedding.tokens", unit="{token}", description="Tokens sent to the embedding model"
 )
-embedding_tokens_saved = meter.create_counter(
-    "embedding.tokens_saved", unit="{token}", description="Tokens not re-embedded thanks to reuse"
-)
 index_lag = meter.create_histogram(
     "index.lag", unit="ms", description="Time from a note write to its chunks being searchable"
 )
@@ -45,9 +42,6 @@ index_failures = meter.create_counter(
 )
 chunk_search_duration = meter.create_histogram(
     "chunk.search.duration", unit="ms", description="Chunk search latency (embedding included)"
-)
-http_request_duration = meter.create_histogram(
-    "http.server.request.duration", unit="ms", description="HTTP request latency by route"
 )
 
 _queue_depth_value: dict[str, int] = {"pending": 0, "failed": 0}

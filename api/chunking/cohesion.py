@@ -114,13 +114,6 @@ class Cohesion:
         self._sim: np.ndarray | None = None
         self._list: list[float] | None = None
 
-    def similarity(self, positions: Sequence[int]) -> list[float]:
-        """Cohesion (0: nothing shared … 1: the same words) at each token position (0…n),
-        read at the nearest cell boundary."""
-        sim = self._values()
-        at = (np.asarray(positions, dtype=np.int64) + self.grid // 2) // self.grid
-        return sim[np.clip(at, 0, len(sim) - 1)].tolist()
-
     def cells(self) -> tuple[list[float], int]:
         """The values at every cell boundary and the cell size: token position t reads
         values[(t + grid // 2) // grid] (what `packing.pack` looks up near each cut)."""

@@ -1,8 +1,7 @@
 """The hierarchical markdown chunker (strategy `hierarchical_markdown`, the default).
 
-One parse (pulldown-cmark), one tokenizer pass over the whole note (optionally half of it
-on a helper thread while the parse runs: `TokenIndex.alongside`), then pure offset
-arithmetic: see DESIGN.md §4 for the contract and `split`, `split_code`, `finish` for how
+One parse (pulldown-cmark), one tokenizer pass over the whole note, then pure offset
+arithmetic: see docs/chunking.md for the contract and `split`, `split_code`, `finish` for how
 each rule is met. Only top-level headings open sections (a heading inside a list item or
 block quote is content); heading lines are not part of any chunk, they are the breadcrumb.
 A section that fits `max_chunk_tokens` is one chunk, however small: tiny sections are not
@@ -135,7 +134,8 @@ class ChunkerBase:
 
     def _prepare(self, note_content: str) -> tuple[SourceText, Document, TokenIndex, Finisher]:
         src = SourceText(note_content)
-        index, doc = TokenIndex.alongside(self.tokenizer, src, lambda: parse(src))
+        doc = parse(src)
+        index = TokenIndex(self.tokenizer, src)
         return src, doc, index, Finisher(self.tokenizer, src, self.max_input_tokens)
 
 

@@ -20,13 +20,6 @@ A slice's exact count is therefore the in-context token count between its first 
 such boundary plus the direct counts of the short edges outside them (a word or a line).
 The property is checked against direct counts on random text by the tests. Other
 tokenizers get exact counts from one batched encode of the slices.
-
-The same property makes the one pass divisible: the token ids of a long note are those of
-its two halves, cut at a universal boundary, laid end to end. With a tokenizer that has a
-helper thread (`TiktokenTokenizer(..., helper_thread=True)`, off by default),
-`TokenIndex.alongside` encodes the second half there (tiktoken releases the GIL) while this
-thread parses the note and encodes the first half, so a long note waits for about half an
-encoding plus the parse instead of both in full, when a second core is free.
 """
 
 from __future__ import annotations
@@ -34,7 +27,6 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from typing import TypeVar
 
 import numpy as np
 
@@ -49,13 +41,9 @@ from api.tokenizer.encoders import (
 
 # Encodings whose pre-tokeniser has the boundary property (see above).
 _BOUNDARY_ENCODINGS = frozenset({"tiktoken:cl100k_base", "tiktoken:o200k_base"})
-# Below this a hand-off to the helper thread (tens of microseconds) is not worth it.
-_SPLIT_ENCODE_MIN_BYTES = 1 << 14
 # Whole-note numpy passes run in blocks of this many bytes: a block's temporaries stay in
 # the CPU cache (on a 720 KB note one pass over the whole array took 5.5 ms, 1.4 ms so).
 _SCAN_BLOCK = 1 << 16
-
-T = TypeVar("T")
 
 
 class TokenIndex:
@@ -66,16 +54,7 @@ class TokenIndex:
         "src", "tokenizer", "total",
     )  # fmt: skip
 
-    def __init__(
-        self,
-        tokenizer: Tokenizer,
-        src: SourceText,
-        *,
-        ids: np.ndarray | None = None,
-        safe: np.ndarray | None = None,
-    ) -> None:
-        """Index `src`; `ids` and `safe` pass in the token ids and universal boundaries
-        when `alongside` already worked them out."""
+    def __init__(self, tokenizer: Tokenizer, src: SourceText) -> None:
         self.tokenizer = tokenizer
         self.src = src
         self._safe: np.ndarray | None = None
@@ -85,17 +64,17 @@ class TokenIndex:
         self._ratio = 0.0
         self._cohesion: Cohesion | None = None
         self._barriers: Callable[[], Sequence[int]] | None = None
+        ids: np.ndarray | None = None
         ends: np.ndarray | None = None
         if isinstance(tokenizer, TiktokenTokenizer):
             runs = long_whitespace_runs(src.text)
             if runs:
                 bounds = src.byte_offsets(np.array(runs, dtype=np.int64).ravel())
                 self._runs = (bounds[0::2], bounds[1::2])
-            if ids is None:
-                ids = tokenizer.encode_array(src.text)
+            ids = tokenizer.encode_array(src.text)
             ends = np.cumsum(tokenizer.byte_lengths[ids])
             if tokenizer.name in _BOUNDARY_ENCODINGS and len(src.arr) > 1:
-                self._safe = universal_boundaries(src.arr) if safe is None else safe
+                self._safe = universal_boundaries(src.arr)
         elif isinstance(tokenizer, HuggingFaceTokenizer):
             ids, char_ends = tokenizer.ids_and_char_ends(src.text)
             ends = src.byte_offsets(char_ends)
@@ -112,45 +91,6 @@ class TokenIndex:
         self._ends_list = array("q")
         if ends is not None:
             self._ends_list.frombytes(np.ascontiguousarray(ends, dtype=np.int64).view(np.uint8))
-
-    @classmethod
-    def alongside(
-        cls, tokenizer: Tokenizer, src: SourceText, work: Callable[[], T]
-    ) -> tuple[TokenIndex, T]:
-        """The index of `src` and the result of `work()`, run on this thread meanwhile.
-
-        For a long note and a boundary encoding, the half after the universal boundary
-        nearest the middle is encoded on the tokenizer's helper thread while `work()` (the
-        parse) and the first half run here (module docstring). If the helper is still busy
-        with another note's half when this thread gets to it, this thread encodes it itself.
-        """
-        helper = tokenizer.helper if isinstance(tokenizer, TiktokenTokenizer) else None
-        if not (
-            helper is not None
-            and tokenizer.name in _BOUNDARY_ENCODINGS
-            and len(src) >= _SPLIT_ENCODE_MIN_BYTES
-        ):
-            result = work()
-            return cls(tokenizer, src), result
-        safe = universal_boundaries(src.arr)
-        i = min(int(np.searchsorted(safe, len(src) // 2)), len(safe) - 1)
-        if i < 0:  # no universal boundary at all (e.g. one enormous CJK line)
-            result = work()
-            return cls(tokenizer, src, safe=safe), result
-        cut = src.char_offset(int(safe[i]))
-        text = src.text
-        try:
-            later = helper.submit(tokenizer.encode_array, text[cut:])
-        except RuntimeError:  # the pool was shut down (interpreter exit): one thread
-            result = work()
-            return cls(tokenizer, src, safe=safe), result
-        try:
-            result = work()
-            first = tokenizer.encode_array(text[:cut])
-        finally:
-            pending = later.cancel()
-        second = tokenizer.encode_array(text[cut:]) if pending else later.result()
-        return cls(tokenizer, src, ids=np.concatenate((first, second)), safe=safe), result
 
     def set_barriers(self, positions: Callable[[], Sequence[int]]) -> None:
         """Byte positions (the note's headings) that `cohesion`'s windows never cross,

@@ -16,7 +16,6 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -145,20 +144,9 @@ def split_verified(
 class TiktokenTokenizer:
     """A tiktoken encoding (cl100k_base by default), loaded offline from package data."""
 
-    def __init__(self, encoding: tiktoken.Encoding, *, helper_thread: bool = False) -> None:
-        """`helper_thread`: encode half of a long note on a second thread while the chunker
-        parses it (`TokenIndex.alongside`). Off by default: on the shared 2-vCPU benchmark
-        machine it took 0.75-1.14x the time on long notes, depending on whether the second
-        vCPU was free, and 1.10-1.64x the CPU (BENCHMARKS.md); an indexing worker is bound
-        by throughput, not by one note's latency."""
+    def __init__(self, encoding: tiktoken.Encoding) -> None:
         self._enc = encoding
         self.name = f"tiktoken:{encoding.name}"
-        # The thread starts on first use and idles between notes.
-        self.helper: ThreadPoolExecutor | None = (
-            ThreadPoolExecutor(max_workers=1, thread_name_prefix="tiktoken-helper")
-            if helper_thread
-            else None
-        )
 
     @property
     def encoding(self) -> tiktoken.Encoding:

@@ -17,6 +17,12 @@ from api.chunking.packing import COHESION_REACH, pack
 from tests.chunking.chunk_invariants import check_chunks
 
 
+def similarity(cohesion: Cohesion, positions: list[int]) -> list[float]:
+    """The cohesion at each token position, read from `cells()` as `packing.pack` reads it."""
+    values, grid = cohesion.cells()
+    return [values[min((t + grid // 2) // grid, len(values) - 1)] for t in positions]
+
+
 def brute_cells(
     ids: list[int], positions: list[int], window: int, barriers: list[int], grid: int
 ) -> list[float]:
@@ -66,7 +72,7 @@ def test_similarity_is_the_windowed_cosine(
 ) -> None:
     positions = sorted({min(p, len(ids)) for p in picks})
     barriers = sorted({min(c, len(ids)) for c in cuts})
-    got = Cohesion(np.array(ids), barriers, window=window, grid=1).similarity(positions)
+    got = similarity(Cohesion(np.array(ids), barriers, window=window, grid=1), positions)
     want = brute_cells(ids, positions, window, barriers, grid=1)
     assert np.allclose(got, want, atol=1e-9), (got, want)
     assert all(0.0 <= x <= 1.0 for x in got)
@@ -87,7 +93,7 @@ def test_the_grid_reads_the_note_in_cells(
     barriers = sorted({min(c, len(ids)) for c in cuts})
     cohesion = Cohesion(np.array(ids), barriers, window=window, grid=grid)
     want = brute_cells(ids, positions, window, barriers, grid)
-    assert np.allclose(cohesion.similarity(positions), want, atol=1e-9)
+    assert np.allclose(similarity(cohesion, positions), want, atol=1e-9)
     values, cell = cohesion.cells()
     looked_up = [values[min((t + cell // 2) // cell, len(values) - 1)] for t in positions]
     assert cell == grid and np.allclose(looked_up, want, atol=1e-9)
@@ -115,18 +121,18 @@ def test_similarity_is_low_where_the_vocabulary_changes() -> None:
     first = rng.integers(1000, 1040, 400)  # one topic's words, repeated
     second = rng.integers(2000, 2040, 400)  # another topic's
     cohesion = Cohesion(np.concatenate([first, second]), window=64)
-    inside_a, shift, inside_b = cohesion.similarity([0, 200, 400, 600, 800])[1:4]
+    inside_a, shift, inside_b = similarity(cohesion, [0, 200, 400, 600, 800])[1:4]
     assert shift == 0.0
     assert inside_a > 0.5 and inside_b > 0.5
 
 
 def test_degenerate_inputs() -> None:
-    assert Cohesion(np.zeros(0, dtype=np.int64)).similarity([]) == []
-    assert Cohesion(np.zeros(0, dtype=np.int64)).similarity([0]) == [0.0]
-    assert Cohesion(np.array([5, 5, 5])).similarity([1, 1, 3]) == [0.0, 0.0, 0.0]  # no idf
+    assert similarity(Cohesion(np.zeros(0, dtype=np.int64)), []) == []
+    assert similarity(Cohesion(np.zeros(0, dtype=np.int64)), [0]) == [0.0]
+    assert similarity(Cohesion(np.array([5, 5, 5])), [1, 1, 3]) == [0.0, 0.0, 0.0]  # no idf
     # every id far above MAX_SHARE and MIN_KEPT: nothing is kept, nothing is shared
-    assert Cohesion(np.array([1, 2] * 500)).similarity([0, 500, 1000]) == [0.0, 0.0, 0.0]
-    assert np.allclose(Cohesion(np.array([1, 2] * 4)).similarity([0, 4, 8]), [0.0, 1.0, 0.0])
+    assert similarity(Cohesion(np.array([1, 2] * 500)), [0, 500, 1000]) == [0.0, 0.0, 0.0]
+    assert np.allclose(similarity(Cohesion(np.array([1, 2] * 4)), [0, 4, 8]), [0.0, 1.0, 0.0])
 
 
 def test_dense_repeats_are_exact_and_linear() -> None:
@@ -135,7 +141,7 @@ def test_dense_repeats_are_exact_and_linear() -> None:
     set form adds one range per occurrence and window. Inside a run both windows hold the
     same single id (cohesion 1); where two runs meet they share nothing (0)."""
     ids = np.repeat(np.arange(150, dtype=np.int64), 4000)
-    values = Cohesion(ids).similarity([0, 2000, 4000, 6000, len(ids)])
+    values = similarity(Cohesion(ids), [0, 2000, 4000, 6000, len(ids)])
     assert np.allclose(values, [0.0, 1.0, 0.0, 1.0, 0.0])
 
 

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from api.chunking import MarkdownChunker
 from api.chunking.text import SourceText
 from api.chunking.token_index import TokenIndex, universal_boundaries
 from api.tokenizer import HuggingFaceTokenizer, Tokenizer, tiktoken_tokenizer
-from api.tokenizer.encoders import TiktokenTokenizer
 from tests.chunking.chunk_invariants import minilm_tokenizer
 from tests.chunking.test_chunker_corpus import CORPUS
 
@@ -175,120 +170,6 @@ def test_count_batch_agrees_with_count_for_large_batches() -> None:
     texts = [f"text number {i}, with words. " * (i % 7 + 200) for i in range(200)]
     assert sum(map(len, texts)) > 1 << 20
     assert tok.count_batch(texts) == [tok.count(t) for t in texts]
-
-
-class RecordingPool(ThreadPoolExecutor):
-    """The helper pool, counting what it is handed (to show the split path ran)."""
-
-    def __init__(self) -> None:
-        super().__init__(max_workers=1)
-        self.submitted = 0
-
-    def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def,override]
-        self.submitted += 1
-        return super().submit(fn, *args, **kwargs)
-
-
-def fresh_tokenizer(name: str) -> TiktokenTokenizer:
-    tok = TiktokenTokenizer(tiktoken_tokenizer(name).encoding)
-    tok.helper = RecordingPool()
-    return tok
-
-
-def same_index(a: TokenIndex, b: TokenIndex) -> bool:
-    n = len(a.src) + 1
-    return a.total == b.total and bool((a.at(np.arange(n)) == b.at(np.arange(n))).all())
-
-
-@SETTINGS
-@given(parts=st.lists(TEXTS, min_size=1, max_size=6))
-def test_an_index_encoded_in_two_halves_equals_one_pass(parts: list[str]) -> None:
-    # Long enough to be split; the pieces repeat with varying joins so the middle falls
-    # on every kind of text the fragments make.
-    text = "".join(parts)
-    if not text:
-        return
-    text = (text * (1 + (1 << 14) // max(len(text.encode("utf-8")), 1)))[: 1 << 15]
-    src = SourceText(text)
-    for name in ("cl100k_base", "o200k_base"):
-        tok = fresh_tokenizer(name)
-        index, result = TokenIndex.alongside(tok, src, lambda: "parsed")
-        assert result == "parsed"
-        assert same_index(index, TokenIndex(tok, src)), name
-        assert index.exact([(0, len(src))]) == [tok.count(src.text)]
-        assert tok.helper.submitted == (len(universal_boundaries(src.arr)) > 0)
-
-
-def test_the_split_encode_gives_the_same_chunks_and_uses_the_helper() -> None:
-    tok = fresh_tokenizer("cl100k_base")
-    split_chunker = MarkdownChunker(200, tokenizer=tok)
-    plain_chunker = MarkdownChunker(200, tokenizer=tiktoken_tokenizer("cl100k_base"))
-    for path in sorted(CORPUS.glob("*.md")):
-        name, text = path.name, path.read_text(encoding="utf-8")
-        src = SourceText(text)
-        before = tok.helper.submitted
-        split, _ = TokenIndex.alongside(tok, src, lambda: None)
-        assert same_index(split, TokenIndex(tok, src)), name
-        chunks = [c.to_dict() for c in split_chunker.chunk_note(text, name)]
-        assert chunks == [c.to_dict() for c in plain_chunker.chunk_note(text, name)], name
-        assert tok.helper.submitted - before == (2 if len(src) >= 1 << 14 else 0), name
-    assert tok.helper.submitted > 0  # the corpus has long documents
-
-
-def test_a_busy_helper_does_not_hold_up_a_note() -> None:
-    # Another note's half occupies the helper: this note encodes its own second half.
-    tok = fresh_tokenizer("cl100k_base")
-    release = threading.Event()
-    blocker = tok.helper.submit(release.wait, 30)
-    text = "Some words, 12 numbers.\nNext line here\n" * 2000
-    src = SourceText(text)
-    try:
-        index, _ = TokenIndex.alongside(tok, src, lambda: None)
-        assert same_index(index, TokenIndex(tok, src))
-    finally:
-        release.set()
-    assert blocker.result() is True
-
-
-def test_a_failing_parse_leaves_the_helper_usable() -> None:
-    tok = fresh_tokenizer("cl100k_base")
-    src = SourceText("alpha beta\n" * 4000)
-
-    def boom() -> None:
-        raise RuntimeError("parse failed")
-
-    with pytest.raises(RuntimeError, match="parse failed"):
-        TokenIndex.alongside(tok, src, boom)
-    index, _ = TokenIndex.alongside(tok, src, lambda: None)
-    assert same_index(index, TokenIndex(tok, src))
-
-
-def test_text_without_a_universal_boundary_is_encoded_in_one_pass() -> None:
-    tok = fresh_tokenizer("cl100k_base")
-    src = SourceText("你好世界" * 5000)  # no ASCII at all
-    index, _ = TokenIndex.alongside(tok, src, lambda: None)
-    assert same_index(index, TokenIndex(tok, src))
-    assert tok.helper.submitted == 0
-
-
-def test_the_helper_thread_is_opt_in_and_changes_no_chunk() -> None:
-    assert tiktoken_tokenizer("cl100k_base").helper is None  # the default: one thread
-    enc = tiktoken_tokenizer("cl100k_base").encoding
-    assert TiktokenTokenizer(enc).helper is None
-    tok = TiktokenTokenizer(enc, helper_thread=True)
-    assert tok.helper is not None
-    text = (CORPUS / "commonmark_spec.md").read_text(encoding="utf-8")
-    ours = [c.to_dict() for c in MarkdownChunker(300, tokenizer=tok).chunk_note(text, "Spec")]
-    assert ours == [c.to_dict() for c in MarkdownChunker(300).chunk_note(text, "Spec")]
-
-
-def test_a_shut_down_helper_falls_back_to_one_thread() -> None:
-    tok = fresh_tokenizer("cl100k_base")
-    assert tok.helper is not None
-    tok.helper.shutdown()
-    src = SourceText("alpha beta\n" * 4000)
-    index, result = TokenIndex.alongside(tok, src, lambda: "parsed")
-    assert result == "parsed" and same_index(index, TokenIndex(tok, src))
 
 
 LONG_RUN = " " * 1_100_000  # tiktoken alone: ValueError (encode_to_numpy) or a Rust panic
