@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 import textwrap
 
-from api.chat.context import Citation
 from api.chat.markdown_spans import events, literal_spans, overlaps, tag_name
 from api.chat.references import REF_GROUP
+from api.chat.types import Citation
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 _WORD = re.compile(r"\w+", re.UNICODE)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import replace
 
+from api.chat.types import Citation
 from api.chunking.data_uri import elide_data_uris
 from api.retrieval.types import NoteResult
 
@@ -22,21 +23,6 @@ SNIPPET_CHARS = 240
 # characters per cl100k token, so the cap bites only on sections that could not fit anyway
 # (or long runs of whitespace).
 MAX_CHARS_PER_TOKEN = 16
-
-
-@dataclass(frozen=True, slots=True)
-class Citation:
-    """What reference `[ref]` points at."""
-
-    ref: int
-    note_id: str
-    title: str
-    heading_path: list[str]
-    start_offset: int
-    end_offset: int
-    snippet: str
-    text: str  # the section text given to the model (possibly cut to fit the budget)
-    note_version: int | None = None  # the version the offsets index
 
 
 def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
@@ -114,15 +100,12 @@ def build_context(
         cost = count_tokens(block) + 2
         if used + cost > budget_tokens:
             room = (
-                budget_tokens
-                - used
-                - count_tokens(section_block(Citation(**{**_asdict(citation), "text": ""})))
-                - 2
+                budget_tokens - used - count_tokens(section_block(replace(citation, text=""))) - 2
             )
             if room < 40:
                 break
             text = _cut_to_tokens(text, room, count_tokens)
-            citation = Citation(**{**_asdict(citation), "text": text})
+            citation = replace(citation, text=text)
             block = section_block(citation)
             cost = count_tokens(block) + 2
         citations.append(citation)
@@ -133,10 +116,6 @@ def build_context(
     if not citations:
         return "", []
     return "\n\n".join([HEADER, *blocks, FOOTER]), citations
-
-
-def _asdict(c: Citation) -> dict:
-    return {f: getattr(c, f) for f in Citation.__slots__}
 
 
 def _cut_to_tokens(text: str, budget: int, count_tokens: Callable[[str], int]) -> str:

@@ -8,8 +8,8 @@ import re
 import unicodedata
 from collections.abc import Iterator
 
-from api.chat.context import Citation
 from api.chat.markdown_spans import literal_spans
+from api.chat.types import Citation
 
 # [1], [1, 2], [1][3], [1-2] are all ways models cite, after a space or not (`UTC[1]`,
 # `実行されます[1]`); a link's text (`[1](url)`) is not a marker, nor is `[0]` or `[07]`
@@ -241,35 +241,56 @@ def _kept_run(answer: str, run: list[re.Match[str]], gaps: list[str], kept: list
 def _dropped_run(answer: str, pos: int, run: list[re.Match[str]]) -> tuple[str, int]:
     """What replaces the text from `pos` to the end of a run dropped whole (the text
     before it, and its leading space only if a word follows), and where that end is."""
-    inner, end = run[0].start("refs") - 1, run[-1].end()
+    inner, end = _unwrapped(answer, run[0].start("refs") - 1, run[-1].end())
+    start = inner
+    while start > 0 and answer[start - 1] in _SPACES:
+        start -= 1
+    whole_line = _dropped_line(answer, pos, start, end)
+    if whole_line is not None:
+        return whole_line
+    return _dropped_inline(answer, pos, start, inner, end)
+
+
+def _unwrapped(answer: str, inner: int, end: int) -> tuple[int, int]:
+    """The span [inner, end) of a dropped run widened over what wraps it: "([9])",
+    "(**[9]**)"."""
     wrapped = True
-    while wrapped:  # "([9])", "(**[9]**)": what wraps it goes too
+    while wrapped:
         wrapped = False
         for opener, closer in _WRAPPERS:
             if answer.startswith(closer, end) and answer[inner - len(opener) : inner] == opener:
                 inner, end, wrapped = inner - len(opener), end + len(closer), True
                 break
-    start = inner
-    while start > 0 and answer[start - 1] in _SPACES:
-        start -= 1
-    space = answer[start:inner]
-    label = answer.rfind("\n", 0, start) + 1
+    return inner, end
+
+
+def _dropped_line(answer: str, pos: int, start: int, end: int) -> tuple[str, int] | None:
+    """`_dropped_run` when the run goes with its line: a "Sources:" label that cites
+    nothing else, or a line (or list item) holding nothing else, which would otherwise
+    split a paragraph, make the next line code or leave an empty bullet. None otherwise."""
+    line_start = answer.rfind("\n", 0, start) + 1
     tail = _LABEL_TAIL.match(answer, end)
-    if tail and pos <= label and _SOURCES_LABEL.match(answer, label, start):
-        return answer[pos:label], tail.end()  # "Sources: [9]." with no marker kept
-    line = answer.rfind("\n", 0, start) + 1 if end == len(answer) or answer[end] in "\r\n" else -1
-    if 0 <= line and pos <= line and _LIST_ITEM.match(answer, line, start):
-        # Nothing else on its line (or its list item): the line goes, or it would split
-        # a paragraph, make the next line code or leave an empty bullet (found by review).
+    if tail and pos <= line_start and _SOURCES_LABEL.match(answer, line_start, start):
+        return answer[pos:line_start], tail.end()  # "Sources: [9]." with no marker kept
+    if end < len(answer) and answer[end] not in "\r\n":
+        return None
+    if pos <= line_start and _LIST_ITEM.match(answer, line_start, start):
         end += 2 if answer.startswith("\r\n", end) else 1 if end < len(answer) else 0
-        return answer[pos:line], end
+        return answer[pos:line_start], end
+    return None
+
+
+def _dropped_inline(answer: str, pos: int, start: int, inner: int, end: int) -> tuple[str, int]:
+    """`_dropped_run` within a line: the run's space stays only before a word, and a
+    separator that only led to it goes ("Apples, [9]." → "Apples.")."""
+    space = answer[start:inner]
     if answer[end : end + 1] == " " and (start == 0 or answer[start - 1] in "\n\r"):
         end += 1  # "[9] Backups run." at a line's start: no space is left behind
     prefix = answer[pos:start]
     after = answer[end : end + 1]
     before = _SEPARATOR_BEFORE.search(answer, max(pos, start - 16), start)
     if before and (not after or after in _CLOSERS):
-        prefix, space = answer[pos : before.start()], ""  # "Apples, [9].": the comma too
+        prefix, space = answer[pos : before.start()], ""
     keep_space = after and not after.isspace() and after not in _CLOSERS
     return prefix + (space if keep_space else ""), end
 

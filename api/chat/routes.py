@@ -12,7 +12,8 @@ from fastapi.sse import format_sse_event
 
 from api.chat.prompts import SYSTEM_PROMPT
 from api.chat.schemas import ChatRequest, ChatResponse, CitationOut, ContextRequest, ContextResponse
-from api.chat.service import ChatEvent, ChatService, citation_dict, result_dict
+from api.chat.service import ChatService, citation_dict, result_dict
+from api.chat.types import ChatEvent
 from api.schemas import AUTHED, errors
 from api.users.auth import CurrentUser
 

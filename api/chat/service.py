@@ -6,16 +6,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import structlog
 from bson import ObjectId
 
 from api.chat.answer import EXTRACTIVE_PREFIX, FALLBACK_PREFIX, extractive_answer
-from api.chat.context import Citation, build_context
-from api.chat.prompts import SYSTEM_PROMPT, build_messages
+from api.chat.context import build_context
+from api.chat.prompts import build_messages
 from api.chat.references import remove_invented_refs, used_citations
+from api.chat.types import ChatEvent, ChatResult, Citation, Retrieved
 from api.retrieval.service import RetrievalService
 from api.retrieval.types import SearchFilters
 from connectors.chat import ChatError, ChatMessage, ChatModel
@@ -26,36 +26,8 @@ MAX_HISTORY_MESSAGES = 10
 MAX_HISTORY_CHARS = 12_000
 
 
-@dataclass(frozen=True, slots=True)
-class ChatResult:
-    answer: str
-    citations: list[Citation]
-    mode: Literal["llm", "extractive"]
-    model: str | None = None
-    warning: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Retrieved:
-    """The numbered sections for a message; `warning` when retrieval was degraded (the
-    embedding provider failed: keyword results only)."""
-
-    context: str
-    citations: list[Citation]
-    warning: str | None = None
-
-
 def _warnings(*parts: str | None) -> str | None:
     return "; ".join(p for p in parts if p) or None
-
-
-@dataclass(frozen=True, slots=True)
-class ChatEvent:
-    """One SSE event: `citations` first, then `token`s, then `done`; `reset` between
-    tokens: discard the tokens so far, the ones after replace them."""
-
-    event: Literal["citations", "token", "reset", "done"]
-    data: dict[str, Any]
 
 
 def _trim_history(history: list[ChatMessage]) -> list[ChatMessage]:
@@ -232,6 +204,3 @@ def result_dict(r: ChatResult) -> dict[str, Any]:
         "model": r.model,
         "warning": r.warning,
     }
-
-
-__all__ = ["SYSTEM_PROMPT", "ChatEvent", "ChatResult", "ChatService", "Retrieved"]

@@ -11,8 +11,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from api.chat.answer import _passages, extractive_answer
-from api.chat.context import Citation, section_block
+from api.chat.context import section_block
 from api.chat.references import cited_refs, remove_invented_refs
+from api.chat.types import Citation
 
 MODEL_REPLY = """Use backoff [1]:
 
