@@ -1,24 +1,13 @@
 """Which note a worker claims next: users take turns.
 
-The queue used to hand out the most overdue note of anyone: one user's import of 200 files
-(or a script of many writes) made every other user's new notes wait behind all of it — a
-one-line note took 116 s instead of 0.3 s to become searchable (found by review). Workers
-now go round the users with due notes, taking each one's most overdue note in turn; a user
-alone on the queue gets every worker. The list of users is read again every `refresh_s`
-(one DISTINCT scan of the `index_queue_author` index), so a user who just wrote waits at
-most that long plus the notes in hand, whatever the backlog. Notes without an author
-(legacy documents) take a turn as one more "user".
-
-Each refresh first takes a note whose worker died mid-run (`indexing`, lease expired): it
-is in no user's turn, and waited behind every backlog in this module's first version
-(found by review). When no user has a due note (all in back-off), an idle poll costs one
-claim, as before.
-
-Turns are taken between notes, so a long note would hold its worker to the end: two 2 MB
-notes of one user held both in-process workers for 207 s while another user's one-line
-note waited (found by review). A run that has embedded for `turn_s` hands its worker over
-when another user has a due note (`turn_over_check`; the run's vectors so far wait in the
-embedding cache and its next run resumes from them).
+Workers go round the users with due notes, taking each one's most overdue note in turn; a
+user alone on the queue gets every worker, and notes without an author (legacy documents)
+take a turn as one more "user". The list of users is read again every `refresh_s` (one
+DISTINCT scan of the `index_queue_author` index), so a user who just wrote waits at most that
+long plus the notes in hand, whatever the backlog. Each refresh first takes the notes whose
+worker died mid-run (in no user's turn). A run that has embedded for `turn_s` hands its
+worker over when another user has a due note (`turn_over_check`); its vectors so far wait in
+the embedding cache and its next run resumes from them. See docs/indexing.md.
 """
 
 from __future__ import annotations
@@ -90,9 +79,8 @@ class AuthorRotation:
             self._order = deque([a for a in fresh if a not in seen] + known)
             self._stale = True
         if self._stale:
-            # Every dead worker's note, one per claim, until none is left (a process with
-            # 16 loops that died left 16; one per refresh put the last behind 16 s of
-            # everyone's backlog; found by review).
+            # Every dead worker's note, one per claim, until none is left (a process whose
+            # loops all died leaves one per loop).
             note = await claims.stale()
             if note is not None:
                 return note
@@ -107,8 +95,8 @@ class AuthorRotation:
             note = await claims.for_author(author)
             if note is not None:
                 return note
-            # Nothing due: out of the turns until a refresh lists the author again (each
-            # claim probed a user whose notes were all done until the next refresh).
+            # Nothing due: out of the turns until a refresh lists the author again (so no
+            # claim probes a user whose notes are all done).
             with contextlib.suppress(ValueError):
                 self._order.remove(author)
         return await claims.any()
@@ -121,25 +109,34 @@ class LeaseClaims:
         self, queue: IndexQueue, token: str, now: datetime, lease_s: float, max_attempts: int
     ) -> None:
         self.queue, self.now = queue, now
-        self.lease: dict[str, Any] = {
-            "token": token,
-            "now": now,
-            "lease_s": lease_s,
-            "max_attempts": max_attempts,
-        }
+        self.token, self.lease_s, self.max_attempts = token, lease_s, max_attempts
 
     async def authors(self) -> list[Author]:
         return await self.queue.due_authors(self.now)
 
     async def for_author(self, author: Author) -> Note:
-        return await self.queue.claim_for_author(author, **self.lease)
+        return await self.queue.claim_for_author(
+            author,
+            token=self.token,
+            now=self.now,
+            lease_s=self.lease_s,
+            max_attempts=self.max_attempts,
+        )
 
     async def stale(self) -> Note:
-        return await self.queue.claim_stale(**self.lease)
+        return await self.queue.claim_stale(
+            token=self.token, now=self.now, lease_s=self.lease_s, max_attempts=self.max_attempts
+        )
 
     async def any(self, note_id: ObjectId | None = None) -> Note:
         """The most overdue claimable note (or `note_id`, if claimable)."""
-        return await self.queue.claim(**self.lease, note_id=note_id)
+        return await self.queue.claim(
+            token=self.token,
+            now=self.now,
+            lease_s=self.lease_s,
+            max_attempts=self.max_attempts,
+            note_id=note_id,
+        )
 
 
 def turn_over_check(
@@ -149,10 +146,9 @@ def turn_over_check(
     `embedding_started` (a `time.monotonic()` reading), it should hand its worker over.
 
     Only once it has embedded for `turn_s` AND for as long as it took to get there (chunking
-    and reading a big note): counting from the claim, a note whose chunking took about
-    `turn_s` was handed over after every slice and chunked again each time (found by
-    review). And only for another author's note due for WAITING_S already: a worker that
-    is idle would have taken it by then."""
+    and reading a big note), so a note whose chunking takes about `turn_s` is not handed
+    over after every slice and chunked again each time. And only for another author's note
+    due for WAITING_S already: a worker that is idle would have taken it by then."""
     claimed = time.monotonic()
 
     async def turn_over(embedding_started: float) -> bool:

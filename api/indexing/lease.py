@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -25,6 +24,7 @@ from api.chunk_store.repository import ChunksRepository
 from api.db.client import is_unavailable
 from api.indexing.queue import IndexQueue
 from api.indexing.records import backoff_seconds
+from api.indexing.types import Progress, ReconcilerConfig
 from connectors.embeddings.base import EmbeddingError
 
 log = structlog.get_logger(__name__)
@@ -32,9 +32,8 @@ log = structlog.get_logger(__name__)
 
 async def keep_lease(queue: IndexQueue, note_id: ObjectId, token: str, lease_s: float) -> None:
     """Extend the lease every third of it until the run ends (cancel) or the lease is lost.
-    A failed extension is retried soon (the lease still runs): one database blip used to
-    end the heartbeat, the lease ran out mid-run and another worker embedded the whole note
-    again (found by review)."""
+    A failed extension is retried soon, while the lease still runs: a database blip must
+    not let the lease run out mid-run (another worker would embed the whole note again)."""
     interval = lease_s / 3
     delay = interval
     while True:
@@ -99,9 +98,9 @@ async def finish_eviction(
 
     For a run whose commit may have been applied with its reply lost (the database died
     right after applying it): the run saw an error, or the driver's retry on the restarted
-    server matched nothing and read as refused. Either way it never evicted, and the old
-    chunks waited for the maintenance sweep (up to 30 s; the SIGKILL restart test's
-    integrity check found them in CI). A failure here is left to the sweep."""
+    server matched nothing and read as refused. Either way it never evicted; without this
+    the old chunks wait for the maintenance sweep
+    (tests/faults/test_reply_lost.py). A failure here is left to the sweep."""
     try:
         if note is None:
             note = await queue.get(note_id)
@@ -119,13 +118,13 @@ async def hand_back(
     queue: IndexQueue,
     note_id: ObjectId,
     token: str,
-    progress: dict[str, float],
+    progress: Progress,
     budget_s: float,
 ) -> None:
     """Give back a note whose run handed its worker over: due at once, not an attempt, its
-    work so far recorded. Retried while the database is down (an unguarded release left
-    the note `indexing` for a whole lease, then counted the run as an attempt; found by
-    review); if it never comes back, the lease runs out instead."""
+    work so far recorded. Retried while the database is down (else the note stays
+    `indexing` for a whole lease, and the run counts as an attempt); if it never comes
+    back, the lease runs out instead."""
     with contextlib.suppress(PyMongoError):
         await while_unavailable(
             "note.hand_over_retry", lambda: queue.release(note_id, token, progress), budget_s
@@ -140,16 +139,14 @@ async def claim_or_hand_back(
     budget_s: float,
 ) -> dict[str, Any] | None:
     """Await `claim`. If the database becomes unavailable mid-claim, the claim may have been
-    applied with its reply lost: the note then said `indexing` under a lease nobody held,
-    and no worker could take it for a whole lease (120 s; seen as a CI failure of the
-    SIGKILL restart test). Hand such a note back, retrying while the database is down,
-    then raise the claim's error."""
+    applied with its reply lost: the note then says `indexing` under a lease nobody holds,
+    and no worker can take it for a whole lease. Hand such a note back, retrying while the
+    database is down, then raise the claim's error."""
     try:
         return await claim
     except asyncio.CancelledError:
         # Stopped mid-claim (Ctrl-C of a migration, shutdown): the claim may have been
-        # applied, and its note then waited out the dead run's lease, an edit to it too
-        # (half the interrupts of a live migration left one; found by review).
+        # applied; handed back, its note (and an edit to it) need not wait out the lease.
         with contextlib.suppress(Exception):
             await asyncio.wait_for(
                 asyncio.shield(queue.release_unconfirmed_claim(token, lease_expires_at)), 2
@@ -163,15 +160,6 @@ async def claim_or_hand_back(
                 budget_s,
             )
         raise
-
-
-@dataclass(frozen=True, slots=True)
-class ReconcilerConfig:
-    lease_s: float = 120.0
-    max_attempts: int = 5
-    backoff_base_s: float = 2.0
-    backoff_max_s: float = 600.0
-    turn_s: float = 10.0  # a run embedding longer hands over to another user's note
 
 
 async def record_failure(

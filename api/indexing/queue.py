@@ -1,198 +1,30 @@
 """The indexing queue: queries on the `notes` collection used by the reconciler.
 
 The note document is the queue entry (an outbox that cannot be lost: the write that changes
-a note is the write that enqueues it). A worker takes a note with an atomic
-`find_one_and_update` that sets a lease (`lease_token`, `lease_expires_at`); edits during
-indexing set `index_status: pending` but cannot be claimed while the lease is held, so rapid
-edits coalesce into one more run on the latest version. An expired lease (crashed worker) is
-claimable again; `index_attempts` counts claims, so a note that crashes workers ends `failed`.
-
-A migration reserves the notes it enqueues (`reserved_until`; see `api.migration.runner`):
-claims of "the next due note" pass them over, a claim naming a note does not.
+a note is the write that enqueues it). A worker takes a note by a claim
+(`api.indexing.claims`) that sets a lease; edits during indexing set `index_status: pending`
+but cannot be claimed while the lease is held, so rapid edits coalesce into one more run on
+the latest version. `index_attempts` counts claims, so a note that crashes workers ends
+`failed`.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from bson import ObjectId
 from pymongo import ReturnDocument
 from pymongo.asynchronous.client_session import AsyncClientSession
-from pymongo.asynchronous.database import AsyncDatabase
 
+from api.indexing.claims import ADDRESSABLE, HAND_BACK, ClaimQueries
+from api.indexing.types import Progress
 from api.notes.stored import STATUS_QUERY
 
 
-def _unreserved(now: datetime) -> dict[str, Any]:
-    """No live migration reservation (missing, null, or run out)."""
-    return {"$or": [{"reserved_until": None}, {"reserved_until": {"$lte": now}}]}
-
-
-# Only notes the API can address are indexed: a legacy `_id` that is not an ObjectId made
-# search fail once `check --repair` had queued such a note (found by review); the migration
-# lists those notes as failed instead.
-_ADDRESSABLE: dict[str, Any] = {"_id": {"$type": "objectId"}}
-
-
-def _due(now: datetime, *, reserved_ok: bool = False) -> dict[str, Any]:
-    """Queued, due, nobody holds a live lease on it and (unless `reserved_ok`) no migration
-    has reserved it."""
-    free = {"$or": [{"lease_expires_at": None}, {"lease_expires_at": {"$lt": now}}]}
-    query: dict[str, Any] = {
-        "index_status": "pending",
-        "next_attempt_at": {"$lte": now},
-        **_ADDRESSABLE,
-    }
-    query["$and"] = [free] if reserved_ok else [free, _unreserved(now)]
-    return query
-
-
-def _dead(now: datetime, *, reserved_ok: bool = False) -> dict[str, Any]:
-    """A worker died mid-run: its lease ran out while the note said "indexing". A dead
-    migration's note waits for its reservation to run out too (a rerun claims it by id)."""
-    query: dict[str, Any] = {
-        "index_status": "indexing",
-        "lease_expires_at": {"$lt": now},
-        **_ADDRESSABLE,
-    }
-    if not reserved_ok:
-        query["$and"] = [_unreserved(now)]
-    return query
-
-
-# A run's note handed back untouched: claimable at once, and not counted as an attempt.
-_HAND_BACK = [
-    {
-        "$set": {
-            "index_status": {
-                "$cond": [{"$eq": ["$index_status", "indexing"]}, "pending", "$index_status"]
-            },
-            "index_attempts": {"$max": [0, {"$subtract": ["$index_attempts", 1]}]},
-            "lease_token": None,
-            "lease_expires_at": None,
-        }
-    }
-]
-
-
-def lease_expiry(now: datetime, lease_s: float) -> datetime:
-    """When a lease taken at `now` runs out. A claim stores it, and the claim's note is found
-    again by it (with the token) when the claim's reply was lost: one computation for both,
-    as the lookup needs the exact value."""
-    return now + timedelta(seconds=lease_s)
-
-
-def _under_lease(token: str, expires: datetime) -> dict[str, Any]:
-    """The notes one claim holds: its token and its exact expiry (the `index_lease` index)."""
-    return {"lease_expires_at": expires, "lease_token": token}
-
-
-def _claimable(now: datetime, max_attempts: int, *, reserved_ok: bool) -> dict[str, Any]:
-    return {
-        "$or": [_due(now, reserved_ok=reserved_ok), _dead(now, reserved_ok=reserved_ok)],
-        "index_attempts": {"$lt": max_attempts},
-    }
-
-
-class IndexQueue:
-    """Claim / heartbeat / complete / fail, each fenced by the lease token."""
-
-    def __init__(self, db: AsyncDatabase) -> None:
-        self.collection = db.notes
-
-    async def claim(
-        self,
-        *,
-        token: str,
-        now: datetime,
-        lease_s: float,
-        max_attempts: int,
-        note_id: ObjectId | None = None,
-    ) -> dict[str, Any] | None:
-        """Atomically take the most overdue claimable note of anyone, a note whose worker
-        died included (or `note_id` if claimable, even if a migration reserved it: whoever
-        names a note wants it now)."""
-        query = _claimable(now, max_attempts, reserved_ok=note_id is not None)
-        if note_id is not None:
-            query = {"_id": note_id, **query}
-        return await self._take(query, token=token, now=now, lease_s=lease_s)
-
-    async def claim_for_author(
-        self,
-        author_id: ObjectId | None,
-        *,
-        token: str,
-        now: datetime,
-        lease_s: float,
-        max_attempts: int,
-    ) -> dict[str, Any] | None:
-        """Atomically take the author's most overdue due note (`None`: notes with no
-        author); one range of the `index_queue_author` index."""
-        query = {**_due(now), "author_id": author_id, "index_attempts": {"$lt": max_attempts}}
-        return await self._take(query, token=token, now=now, lease_s=lease_s)
-
-    async def _take(
-        self,
-        query: dict[str, Any],
-        *,
-        token: str,
-        now: datetime,
-        lease_s: float,
-        sort: list[tuple[str, int]] | None = None,
-    ) -> dict[str, Any] | None:
-        expires = lease_expiry(now, lease_s)
-        taken = await self.collection.find_one_and_update(
-            query,
-            {
-                "$set": {
-                    "index_status": "indexing",
-                    "lease_token": token,
-                    "lease_expires_at": expires,
-                    "claimed_at": now,
-                },
-                "$inc": {"index_attempts": 1},
-            },
-            sort=sort or [("next_attempt_at", 1)],
-            return_document=ReturnDocument.AFTER,
-        )
-        # The driver retries a write whose reply was lost; a database restarted in between
-        # has forgotten the first attempt and runs the claim again. Finding nothing (the
-        # first attempt took the note), the note under this lease is ours; finding another
-        # note, the first one goes back. (Either way it sat under a lease nobody held for
-        # the whole lease; found by review.) One indexed lookup on `index_lease`.
-        if taken is None:
-            return await self.collection.find_one(_under_lease(token, expires))
-        await self.release_unconfirmed_claim(token, expires, keep=taken["_id"])
-        return taken
-
-    async def claim_stale(
-        self, *, token: str, now: datetime, lease_s: float, max_attempts: int
-    ) -> dict[str, Any] | None:
-        """Atomically take a note whose worker died mid-run (lease expired while
-        `indexing`), the longest dead first."""
-        query = {**_dead(now), "index_attempts": {"$lt": max_attempts}}
-        return await self._take(
-            query, token=token, now=now, lease_s=lease_s, sort=[("lease_expires_at", 1)]
-        )
-
-    async def due_authors(self, now: datetime) -> list[ObjectId | None]:
-        """Authors with notes due for indexing now (None: notes without an author), for
-        `AuthorRotation`; authors whose notes all wait out a back-off, or are all under a
-        live lease (edited while a worker indexes them), are not listed."""
-        query = _due(now)
-        authors: list[ObjectId | None] = await self.collection.distinct("author_id", query)
-        # DISTINCT leaves out documents without the field (it lists an explicit null only).
-        if None not in authors and await self.collection.find_one(
-            {**query, "author_id": None}, {"_id": 1}, hint="index_queue_author"
-        ):
-            authors.append(None)
-        return authors
-
-    async def others_due(self, author_id: ObjectId | None, now: datetime) -> bool:
-        """Whether an author other than `author_id` has a note due now."""
-        query = {**_due(now), "author_id": {"$ne": author_id}}
-        return await self.collection.find_one(query, {"_id": 1}) is not None
+class IndexQueue(ClaimQueries):
+    """Claim (`ClaimQueries`) / heartbeat / complete / fail, each fenced by the lease token;
+    the maintenance sweeps' queries and the reads of the queue's state."""
 
     async def extend_lease(self, note_id: ObjectId, token: str, until: datetime) -> bool:
         result = await self.collection.update_one(
@@ -203,8 +35,7 @@ class IndexQueue:
     async def holding(self, note_id: ObjectId, token: str) -> dict[str, Any] | None:
         """The note if the run with `token` still holds its lease, else None. The token is
         what fences, as in `complete`: a run whose lease ran out but that nobody took over
-        still holds it (checking the expiry too threw such a run's embeddings away and made
-        the note be embedded again; found by review)."""
+        still holds it (and keeps its embeddings)."""
         return await self.collection.find_one({"_id": note_id, "lease_token": token})
 
     async def complete(
@@ -219,9 +50,9 @@ class IndexQueue:
         """Record the new index state and release the lease. The note ends `indexed` unless
         it changed meanwhile (an edit or a recheck set it back to `pending`): then it stays
         pending and is claimable at once. Either way the run succeeded, so the attempts
-        start again from 0 (a recheck during the last attempt left a pending note that no
-        claim could take; found by review). Returns the updated note, or None if the lease
-        was lost."""
+        start again from 0 (else a recheck during the last attempt leaves a pending note
+        that no claim can take). Returns the updated note, or None if the lease was
+        lost."""
         still_current = {"$eq": ["$index_status", "indexing"]}
         return await self.collection.find_one_and_update(
             {"_id": note_id, "lease_token": token},
@@ -259,35 +90,21 @@ class IndexQueue:
         )
 
     async def release(
-        self, note_id: ObjectId, token: str, progress: dict[str, float] | None = None
+        self, note_id: ObjectId, token: str, progress: Progress | None = None
     ) -> bool:
         """Give a claimed note back untouched (shutdown, or a hand-over to another user's
         note): claimable at once, and the interrupted run does not count as an attempt.
-        `progress` (embedded, tokens, ms) adds to the note's `index_progress`, which the
-        run that completes the note reports in its stats and clears."""
-        update = _HAND_BACK
-        if progress:
+        `progress` adds to the note's `index_progress`, which the run that completes the
+        note reports in its stats and clears."""
+        update = HAND_BACK
+        if progress is not None:
             carried = {
                 key: {"$add": [{"$ifNull": [f"$index_progress.{key}", 0]}, value]}
-                for key, value in progress.items()
+                for key, value in progress.as_document().items()
             }
-            update = [*_HAND_BACK, {"$set": {"index_progress": carried}}]
+            update = [*HAND_BACK, {"$set": {"index_progress": carried}}]
         result = await self.collection.update_one({"_id": note_id, "lease_token": token}, update)
         return result.modified_count == 1
-
-    async def release_unconfirmed_claim(
-        self, token: str, lease_expires_at: datetime, keep: ObjectId | None = None
-    ) -> int:
-        """Give back the notes a claim may have taken when its reply never came (the
-        database died mid-request), all but `keep`: without this they sat leased to nobody
-        for a whole lease. Several, when the driver's retry took another note and lost its
-        reply too. Found by the claim's own expiry (the `index_lease` index), fenced by its
-        token."""
-        query = _under_lease(token, lease_expires_at)
-        if keep is not None:
-            query["_id"] = {"$ne": keep}
-        result = await self.collection.update_many(query, _HAND_BACK)
-        return result.modified_count
 
     async def fail(
         self, note_id: ObjectId, token: str, *, error: str, retry_at: datetime, give_up: bool
@@ -338,9 +155,9 @@ class IndexQueue:
         return result.modified_count
 
     async def requeue_stranded(self, max_attempts: int) -> int:
-        """Pending notes whose attempts are used up: no claim can take them. No path leaves
-        one any more (a recheck or a successful run starts the attempts again), but an older
-        release could, so such notes get their attempts back instead of waiting forever."""
+        """Pending notes whose attempts are used up: no claim can take them, so they get
+        their attempts back instead of waiting forever. (A recheck or a successful run
+        starts the attempts again; a database written by an older build may hold some.)"""
         result = await self.collection.update_many(
             {"index_status": "pending", "index_attempts": {"$gte": max_attempts}},
             {"$set": {"index_attempts": 0}},
@@ -355,7 +172,7 @@ class IndexQueue:
             {
                 "status": STATUS_QUERY["active"],
                 "index_status": {"$in": ["indexed", "disabled"]},
-                **_ADDRESSABLE,  # no claim could take them: pending for good
+                **ADDRESSABLE,  # no claim could take them: pending for good
                 "$or": [
                     {"chunking_version": {"$ne": chunking_version}},
                     {"embedding_model": {"$ne": embedding_model}},
@@ -376,7 +193,7 @@ class IndexQueue:
     async def depth(self) -> tuple[int, int]:
         """(pending or indexing, failed) note counts."""
         pending = await self.collection.count_documents(
-            {"index_status": {"$in": ["pending", "indexing"]}, **_ADDRESSABLE}
+            {"index_status": {"$in": ["pending", "indexing"]}, **ADDRESSABLE}
         )
         failed = await self.collection.count_documents({"index_status": "failed"})
         return pending, failed

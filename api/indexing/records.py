@@ -1,31 +1,18 @@
-"""What the reconciler writes, built without I/O: chunk documents, index fields, stats, the
-retry back-off, and the outcome of a run. Kept apart from the reconciler so each rule is
-tested directly."""
+"""What the reconciler writes, built without I/O: chunk documents, index fields, stats and
+the retry back-off. Kept apart from the reconciler so each rule is tested directly."""
 
 from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bson import ObjectId
-
 from api.chunking import MarkdownChunk
 from api.db.ids import new_object_id
+from api.indexing.types import IndexStats, Progress
 from api.notes.stored import note_tags
 from api.schemas import TAG_MAX_CHARS
-
-
-@dataclass(frozen=True, slots=True)
-class IndexOutcome:
-    """What one run did to one note."""
-
-    note_id: ObjectId
-    status: str  # indexed | pending | failed | lost_lease | handed_over
-    stats: dict[str, Any] | None = None
-    error: str | None = None
 
 
 def backoff_seconds(
@@ -38,8 +25,8 @@ def backoff_seconds(
 
 def chunk_tags(note: dict[str, Any]) -> list[str]:
     """The note's tags as its chunks carry them, for search filters. A tag longer than any
-    filter tag can be never matches one, so it is left out: a legacy note's 200 KB tag was
-    copied into each of its 60 chunks (found by review)."""
+    filter tag can be never matches one, so it is left out (else a legacy note's huge tag is
+    copied into every chunk)."""
     return [t for t in note_tags(note) if len(t) <= TAG_MAX_CHARS]
 
 
@@ -84,32 +71,27 @@ def index_stats(
     embedded: int,
     tokens: int,
     started: float,
-    carried: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The run's `last_index_stats`: chunks not embedded were reused; `started` is a
-    `time.perf_counter()` reading. `carried`: the note's `index_progress`, the work of runs
-    that handed the note over before this one completed it (their vectors come back here
-    from the cache, but they were embedded for this note, not reused)."""
-    carried = carried if isinstance(carried, dict) else {}
-
-    def prior(key: str) -> float:
-        value = carried.get(key)
-        return value if isinstance(value, int | float) and not isinstance(value, bool) else 0
-
-    embedded += int(prior("embedded"))
-    return {
-        "chunks": chunks,
-        "embedded": embedded,
-        "reused": max(0, chunks - embedded),
-        "tokens_embedded": tokens + int(prior("tokens")),
-        "duration_ms": round((time.perf_counter() - started) * 1000 + prior("ms"), 2),
-    }
+    carried: Progress | None = None,
+) -> IndexStats:
+    """The run's stats: chunks not embedded were reused; `started` is a
+    `time.perf_counter()` reading. `carried`: the work of runs that handed the note over
+    before this one completed it (their vectors come back here from the cache, but they
+    were embedded for this note, not reused)."""
+    carried = carried or Progress()
+    embedded += carried.embedded
+    return IndexStats(
+        chunks=chunks,
+        embedded=embedded,
+        reused=max(0, chunks - embedded),
+        tokens_embedded=tokens + carried.tokens,
+        duration_ms=round((time.perf_counter() - started) * 1000 + carried.ms, 2),
+    )
 
 
 def index_fields(
     version: int | None,
     chunk_count: int,
-    stats: dict[str, Any],
+    stats: IndexStats,
     *,
     strategy: str,
     chunking_version: str,
@@ -124,6 +106,6 @@ def index_fields(
         "chunking_version": chunking_version,
         "embedding_model": model_key,
         "last_chunked_at": datetime.now(UTC),
-        "last_index_stats": stats,
+        "last_index_stats": stats.as_document(),
         "index_progress": None,  # handed-over runs' work, now in `stats`
     }

@@ -14,17 +14,22 @@ import numpy as np
 from api.chunk_store.cache import EmbeddingCacheRepository
 from api.chunk_store.repository import ChunksRepository
 from api.chunk_store.vectors import to_bson_vector
+from api.indexing.types import Progress
 from connectors.embeddings.base import EmbeddingError
 
 
 class TurnOver(Exception):
     """A long embedding handed its worker to another user's due note: what it embedded so
     far is in the author's embedding cache, so the note's next run resumes from there.
-    `progress` is that work (texts, tokens, milliseconds), for the note's stats."""
+    `progress` is that work, for the note's stats."""
 
     def __init__(self, embedded: int, tokens: int, ms: float) -> None:
         super().__init__(f"handed over after embedding {embedded} texts")
-        self.progress = {"embedded": embedded, "tokens": tokens, "ms": round(ms, 2)}
+        self.progress = Progress(embedded=embedded, tokens=tokens, ms=round(ms, 2))
+
+
+# Whether a run that has embedded since a `time.monotonic()` reading should hand over.
+TurnOverCheck = Callable[[float], Awaitable[bool]]
 
 
 async def vectors_for(
@@ -36,7 +41,7 @@ async def vectors_for(
     model_key: str,
     cache: EmbeddingCacheRepository,
     stored: ChunksRepository,
-    turn_over: Callable[[float], Awaitable[bool]] | None = None,
+    turn_over: TurnOverCheck | None = None,
 ) -> tuple[dict[str, Any], int, int]:
     """({content_hash: BSON vector} for every chunk, texts embedded, tokens embedded),
     embedding only texts seen nowhere.
@@ -46,18 +51,9 @@ async def vectors_for(
     embedding started)` may ask to hand the worker over (another user's note is waiting):
     the slices done go to the cache and `TurnOver` is raised. Others get one call (OpenAI:
     batched, concurrent requests)."""
-    found: dict[str, Any] = {
-        d["content_hash"]: d["embedding"]
-        for d in existing
-        if d.get("embedding_model") == model_key and d.get("embedding") is not None
-    }
-    missing = sorted({c.content_hash for c in chunks} - found.keys())
-    if missing:
-        found.update(await cache.get_many(note["author_id"], model_key, missing))
-        missing = [h for h in missing if h not in found]
-    if missing:
-        found.update(await stored.vectors_by_hash(note["author_id"], model_key, missing))
-        missing = [h for h in missing if h not in found]
+    found, missing = await _known_vectors(
+        note["author_id"], chunks, existing, model_key, cache, stored
+    )
     if not missing:
         return found, 0, 0
     texts = {c.content_hash: c.embedding_text for c in chunks if c.content_hash in missing}
@@ -65,28 +61,78 @@ async def vectors_for(
     size = getattr(embedder, "slice_texts", None) if turn_over is not None else None
     if size:
         order.sort(key=lambda h: len(texts[h]))  # similar lengths in a slice: less padding
-    size = size or len(order)
-    fresh: dict[str, Any] = {}
-    tokens = 0
-    embedding_started = time.monotonic()
-    for start in range(0, len(order), size):
-        part = order[start : start + size]
-        batch = await embedder.embed([texts[h] for h in part])
-        vecs = np.asarray(batch.vectors, dtype=np.float32)
-        if vecs.shape != (len(part), embedder.dimensions):
-            raise EmbeddingError(f"embedder returned shape {vecs.shape}", retryable=True)
-        fresh.update((h, to_bson_vector(vec)) for h, vec in zip(part, vecs, strict=True))
-        tokens += int(batch.tokens)
-        if (
-            start + size < len(order)
-            and turn_over is not None
-            and await turn_over(embedding_started)
-        ):
-            await cache.put_many(note["author_id"], model_key, fresh)
-            ms = (time.monotonic() - embedding_started) * 1000
-            raise TurnOver(len(fresh), tokens, ms)
+    slices = _Slices(embedder, note["author_id"], model_key, cache, turn_over)
+    fresh, tokens = await slices.embed(texts, order, size or len(order))
     found.update(fresh)
     return found, len(order), tokens
+
+
+async def _known_vectors(
+    author_id: Any,
+    chunks: list[Any],
+    existing: list[dict[str, Any]],
+    model_key: str,
+    cache: EmbeddingCacheRepository,
+    stored: ChunksRepository,
+) -> tuple[dict[str, Any], list[str]]:
+    """The vectors already made by `model_key` for the chunks' hashes (the note's own
+    chunks, then the author's cache, then the author's other chunks), and the hashes seen
+    nowhere, sorted."""
+    found: dict[str, Any] = {
+        d["content_hash"]: d["embedding"]
+        for d in existing
+        if d.get("embedding_model") == model_key and d.get("embedding") is not None
+    }
+    missing = sorted({c.content_hash for c in chunks} - found.keys())
+    for lookup in (cache.get_many, stored.vectors_by_hash):
+        if not missing:
+            break
+        found.update(await lookup(author_id, model_key, missing))
+        missing = [h for h in missing if h not in found]
+    return found, missing
+
+
+class _Slices:
+    """Embeds texts slice by slice, asking `turn_over` after each slice but the last."""
+
+    def __init__(
+        self,
+        embedder: Any,
+        author_id: Any,
+        model_key: str,
+        cache: EmbeddingCacheRepository,
+        turn_over: TurnOverCheck | None,
+    ) -> None:
+        self.embedder, self.author_id, self.model_key = embedder, author_id, model_key
+        self.cache, self.turn_over = cache, turn_over
+
+    async def embed(
+        self, texts: dict[str, str], order: list[str], size: int
+    ) -> tuple[dict[str, Any], int]:
+        """({content_hash: BSON vector}, tokens embedded) for `order`, `size` at a time."""
+        fresh: dict[str, Any] = {}
+        tokens = 0
+        started = time.monotonic()
+        for start in range(0, len(order), size):
+            part = order[start : start + size]
+            tokens += await self._embed_slice(texts, part, fresh)
+            if start + size < len(order) and await self._hand_over(started):
+                await self.cache.put_many(self.author_id, self.model_key, fresh)
+                raise TurnOver(len(fresh), tokens, (time.monotonic() - started) * 1000)
+        return fresh, tokens
+
+    async def _embed_slice(
+        self, texts: dict[str, str], part: list[str], into: dict[str, Any]
+    ) -> int:
+        batch = await self.embedder.embed([texts[h] for h in part])
+        vecs = np.asarray(batch.vectors, dtype=np.float32)
+        if vecs.shape != (len(part), self.embedder.dimensions):
+            raise EmbeddingError(f"embedder returned shape {vecs.shape}", retryable=True)
+        into.update((h, to_bson_vector(vec)) for h, vec in zip(part, vecs, strict=True))
+        return int(batch.tokens)
+
+    async def _hand_over(self, started: float) -> bool:
+        return self.turn_over is not None and await self.turn_over(started)
 
 
 async def cache_evicted(

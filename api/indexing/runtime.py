@@ -9,7 +9,9 @@ from typing import Any
 from pymongo.asynchronous.database import AsyncDatabase
 
 from api.config import Settings
-from api.indexing.reconciler import CommitScope, IndexListener, Reconciler, ReconcilerConfig
+from api.indexing.commit import CommitScope, IndexListener
+from api.indexing.reconciler import Reconciler
+from api.indexing.types import ReconcilerConfig
 from api.indexing.worker import IndexWorkers
 from api.providers import embedding_model_key
 

@@ -14,7 +14,10 @@ from bson import ObjectId
 
 from api import observability as obs
 from api.indexing.lease import evict_flagged
-from api.indexing.reconciler import IndexOutcome, Reconciler
+from api.indexing.queue import IndexQueue
+from api.indexing.reconciler import Reconciler
+from api.indexing.settling import Step, run_until_settled
+from api.indexing.types import IndexOutcome, MaintenanceReport
 from api.notes.versioning import whole_version
 from api.tasks import cancel_and_wait
 
@@ -147,7 +150,7 @@ class IndexWorkers:
                 log.warning("index.maintenance_error", error=type(exc).__name__)
             await self._pause(MAINTENANCE_EVERY_S)
 
-    async def maintenance_once(self, *, orphans: bool = True) -> dict[str, int]:
+    async def maintenance_once(self, *, orphans: bool = True) -> MaintenanceReport:
         """Fail notes whose workers kept dying, give stranded pending notes their attempts
         back, publish queue depth, finish evictions; with `orphans`, also drop chunks of
         notes that are gone and uncommitted versions of failed notes."""
@@ -172,21 +175,20 @@ class IndexWorkers:
             removed = await self.reconciler.chunks.delete_for_notes(missing)
             if removed:
                 log.info("index.orphan_chunks_deleted", chunks=removed, notes=len(missing))
-        return {
-            "exhausted": exhausted,
-            "stranded": stranded,
-            "pending": pending,
-            "failed": failed,
-            "evicted": evicted,
-            "leftovers": leftovers,
-            "orphans": removed,
-        }
+        return MaintenanceReport(
+            exhausted=exhausted,
+            stranded=stranded,
+            pending=pending,
+            failed=failed,
+            evicted=evicted,
+            leftovers=leftovers,
+            orphans=removed,
+        )
 
     async def _delete_leftovers_of_failed_notes(self) -> int:
         """A run wrote a version and never committed it (its commit failed or was refused),
-        then the note failed: nothing else would delete those chunks (found by a stress
-        test). Only versions older than the note's: an edit may already have a run writing
-        the current one."""
+        then the note failed: nothing else deletes those chunks. Only versions older than
+        the note's: an edit may already have a run writing the current one."""
         deleted = 0
         for note in await self.reconciler.queue.failed():
             indexed = note.get("indexed_version")
@@ -199,13 +201,10 @@ class IndexWorkers:
 
     async def index_now(self, note_id: ObjectId, timeout_s: float) -> IndexOutcome | None:
         """Synchronous mode: index `note_id` before returning (waiting for another worker's
-        lease if one is busy with it). Returns after `timeout_s` at the latest (None). The
-        deadline was only checked between runs, so a 600-chunk note held its write for 73 s
-        against a 3 s timeout (found by review). At the timeout a run that has started
-        finishes in the background (stopping it threw its embeddings away: the note was
-        embedded twice), while one still waiting for a turn (at most max(2, workers) run at
-        once: each timed-out write left one going) is dropped and the worker loops take the
-        note.
+        lease if one is busy with it). Returns after `timeout_s` at the latest (None). At
+        the timeout a run that has started finishes in the background (its embeddings are
+        kept), while one still waiting for its turn (at most max(2, workers) run at once)
+        is dropped and the worker loops take the note.
         """
         loop = asyncio.get_running_loop()
         started = asyncio.Event()
@@ -228,7 +227,8 @@ class IndexWorkers:
     ) -> IndexOutcome | None:
         async with self._sync_gate:
             started.set()
-            return await self._index_until_settled(note_id, deadline)
+            settling = _IndexNow(self.reconciler.queue, note_id, deadline)
+            return await run_until_settled(self.reconciler.run_once, note_id, settling)
 
     async def _settle_unfinished(self, run: asyncio.Task[Any], started: asyncio.Event) -> None:
         """A sync run its write stopped waiting for: kept if it started (tracked, so `stop`
@@ -247,24 +247,6 @@ class IndexWorkers:
         if not run.cancelled() and run.exception() is not None:
             log.error("index.sync_run_failed", error=repr(run.exception())[:300])
 
-    async def _index_until_settled(self, note_id: ObjectId, deadline: float) -> IndexOutcome | None:
-        loop = asyncio.get_running_loop()
-        while True:
-            outcome = await self.reconciler.run_once(note_id)
-            if outcome is not None and outcome.status != "pending":
-                return outcome
-            note = await self.reconciler.queue.get(note_id)
-            if note is None or note.get("index_status") in ("indexed", "failed", "disabled"):
-                return outcome
-            due = note.get("next_attempt_at")
-            if outcome is not None and outcome.error is not None:
-                return outcome  # failed attempt, retry scheduled with backoff
-            if due is not None and due > datetime.now(UTC) and note.get("lease_token") is None:
-                return outcome
-            if loop.time() > deadline:
-                return outcome
-            await asyncio.sleep(0.02)
-
     async def drain(self, timeout_s: float = 60.0) -> int:
         """Index until nothing is claimable (tests, migrations); returns notes processed."""
         loop = asyncio.get_running_loop()
@@ -276,3 +258,41 @@ class IndexWorkers:
                 return done
             done += outcome.status != "handed_over"
         raise TimeoutError(f"queue not drained within {timeout_s}s ({done} notes indexed)")
+
+
+class _IndexNow:
+    """`index_now`'s rules for `run_until_settled`: stop once a run ends the note, once the
+    note is indexed, failed, disabled or gone, once a run failed or the note waits out a
+    back-off with nobody holding it, or at `deadline` (the event loop's time); else claim it
+    again shortly."""
+
+    def __init__(self, queue: IndexQueue, note_id: ObjectId, deadline: float) -> None:
+        self.queue, self.note_id, self.deadline = queue, note_id, deadline
+        self.outcome: IndexOutcome | None = None
+        self.note: dict[str, Any] | None = None
+
+    async def look(self, outcome: IndexOutcome | None) -> Step[IndexOutcome] | None:
+        self.outcome = outcome
+        if outcome is not None and outcome.status != "pending":
+            return self._stop()
+        self.note = await self.queue.get(self.note_id)
+        return None
+
+    async def decide(self) -> Step[IndexOutcome]:
+        note, outcome = self.note, self.outcome
+        if note is None or note.get("index_status") in ("indexed", "failed", "disabled"):
+            return self._stop()
+        if outcome is not None and outcome.error is not None:
+            return self._stop()  # failed attempt, retry scheduled with backoff
+        due = note.get("next_attempt_at")
+        if due is not None and due > datetime.now(UTC) and note.get("lease_token") is None:
+            return self._stop()
+        if asyncio.get_running_loop().time() > self.deadline:
+            return self._stop()
+        return Step(wait_s=0.02)
+
+    async def recover(self, error: Exception) -> bool:
+        return False
+
+    def _stop(self) -> Step[IndexOutcome]:
+        return Step(stop=True, result=self.outcome)

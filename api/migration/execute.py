@@ -234,8 +234,8 @@ async def _run(
     from api.indexing.runtime import build_indexing
     from api.migration.progress import render_summary, stop_quietly
     from api.migration.repository import MigrationNotes
-    from api.migration.results import MigrationSummary
     from api.migration.runner import MigrationRunner
+    from api.migration.types import MigrationSummary
 
     log = structlog.get_logger("api.migration")
     # One code path with the API: the same reconciler, built the same way; only the lease

@@ -24,7 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from api.migration.estimate import Estimate
-from api.migration.results import MigrationSummary
+from api.migration.types import MigrationSummary
 
 log = structlog.get_logger(__name__)
 

@@ -11,11 +11,11 @@ Why it is safe to kill at any point and run again:
 - an edit made through the API during the run re-queues the note; the per-note loop and a
   final catch-up pass index the latest version.
 
-The notes it enqueues are reserved for it (`api.indexing.queue`): the API's workers, which take
-the next due note, pass them over, so the backlog is indexed within `--concurrency` and the
-rate limits, and a user's edits do not queue behind it (both were broken; found by review).
-The run renews its reservations while it lives and ends them when it stops; a killed run's
-reservations run out after `reserve_s`, and then any worker (or a rerun) takes the notes.
+The notes it enqueues are reserved for it (`api.indexing.claims`): the API's workers, which
+take the next due note, pass them over, so the backlog is indexed within `--concurrency` and
+the rate limits, and a user's edits do not queue behind it. The run renews its reservations
+while it lives and ends them when it stops; a killed run's reservations run out after
+`reserve_s`, and then any worker (or a rerun) takes the notes.
 """
 
 from __future__ import annotations
@@ -24,23 +24,21 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 import structlog
 from bson import ObjectId
-from pymongo.errors import PyMongoError
 
-from api.db.client import is_unavailable
 from api.indexing.reconciler import Reconciler
+from api.indexing.settling import run_until_settled
+from api.migration.drive import NoteDrive
 from api.migration.repository import MigrationNotes
-from api.migration.results import FinalStatus, MigrationStats, NoteResult
-from api.migration.selection import Selection, Verdict, settle, unaddressable_detail
-from api.notes.stored import note_status
+from api.migration.selection import Selection, unaddressable_detail
+from api.migration.types import MigrationStats, NoteResult
 from api.tasks import cancel_and_wait
 
 log = structlog.get_logger(__name__)
 
-MAX_CLAIM_RETRIES = 100
 # How long the run's reservation of a note lasts unless renewed (every third of it): how
 # long the notes of a killed run wait before any worker may take them.
 RESERVE_S = 60.0
@@ -122,7 +120,7 @@ class MigrationRunner:
             except Exception as exc:
                 log.warning("migration.reservation_retry", error=str(exc)[:200])
 
-    async def _enqueue(self, ids: list[ObjectId]) -> int:
+    async def enqueue(self, ids: list[ObjectId]) -> int:
         """Enqueue `ids`, reserved for this run (tracked so they are renewed and released)."""
         now = datetime.now(UTC)
         until = None
@@ -153,8 +151,7 @@ class MigrationRunner:
             worker_id=self.reconciler.worker_id,
         )
         if self.on_start is not None:
-            # The unaddressable notes count as done already, so they count in the total
-            # (the progress bar ran past it; found by review).
+            # The unaddressable notes count as done already, so they count in the total.
             self.on_start(self.stats.selected)
         if bounds is None:
             return self.stats
@@ -217,7 +214,7 @@ class MigrationRunner:
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)
             async for ids in batches:
-                enqueued = await self._enqueue(ids)
+                enqueued = await self.enqueue(ids)
                 log.debug("migration.batch_enqueued", notes=len(ids), enqueued=enqueued)
                 for note_id in ids:
                     await queue.put(note_id)
@@ -247,92 +244,10 @@ class MigrationRunner:
         """Run the reconciler on `note_id` until the note is indexed, failed or gone,
         waiting out other workers' leases and the reconciler's retry back-off. Not
         `patient`: return None instead of waiting longer than `poll_s`."""
-        work = {"embedded": 0, "reused": 0, "tokens_embedded": 0}
-        requeues = retries = db_errors = 0
-        claim = True
-        while True:
-            try:
-                if claim:
-                    outcome = await self.reconciler.run_once(note_id)
-                    if outcome is not None and outcome.stats:
-                        for key in work:
-                            work[key] += int(outcome.stats.get(key) or 0)
-                    if outcome is not None and outcome.status in ("indexed", "failed"):
-                        return await self._final(
-                            note_id, outcome.status, outcome.stats, outcome.error, work
-                        )
-                claim = True
-                state = await self.notes.state(note_id)
-            except Exception as exc:
-                # A database blip must not fail a note (nothing about the note is wrong);
-                # a persistent outage ends the run (rerun resumes).
-                if not is_unavailable(exc) or db_errors >= 5:
-                    raise
-                db_errors += 1
-                log.warning("migration.database_retry", attempt=db_errors, error=str(exc)[:200])
-                await asyncio.sleep(min(10.0, 0.5 * 2**db_errors))
-                continue
-            verdict = settle(state, datetime.now(UTC), self.reconciler.config.max_attempts)
-            if verdict.final:
-                if verdict.kind == "indexed" and state is not None:
-                    self._check_config(note_id, state)
-                if verdict.kind == "failed" and (state or {}).get("index_status") == "indexing":
-                    # Its runs kept dying: say so on the note, as the workers' sweep would
-                    # (if this write fails, the sweep still will).
-                    with contextlib.suppress(PyMongoError):
-                        await self.reconciler.queue.fail_exhausted(
-                            datetime.now(UTC), self.reconciler.config.max_attempts
-                        )
-                return NoteResult(
-                    note_id,
-                    cast(FinalStatus, verdict.kind),
-                    chunks=int((state or {}).get("chunk_count") or 0),
-                    by_other=verdict.kind == "indexed",
-                    detail=verdict.detail,
-                    **work,
-                )
-            if verdict.kind == "retry":
-                retries += 1
-                if retries > MAX_CLAIM_RETRIES:
-                    # Claimable by our reading, yet never claimed: rewrite its queue fields.
-                    verdict, retries = Verdict("requeue", detail="not claimable"), 0
-            if verdict.kind == "requeue":
-                if requeues >= self.max_requeues:
-                    detail = f"could not enqueue ({verdict.detail})"
-                    return NoteResult(note_id, "failed", detail=detail, **work)
-                requeues += 1
-                await self._enqueue([note_id])
-            elif verdict.kind == "wait":
-                if not patient and verdict.wait_s > self.poll_s:
-                    return None
-                # Poll at least every `poll_s`: an edit or another worker may end it sooner.
-                await asyncio.sleep(min(max(verdict.wait_s, 0.02), self.poll_s))
-            elif verdict.kind == "hold":  # a user's write: a worker may take it meanwhile
-                await asyncio.sleep(min(max(verdict.wait_s, 0.02), self.poll_s))
-                claim = False
-            elif verdict.kind == "retry":  # claimable now; another claimer may have won
-                await asyncio.sleep(0.02)
+        settling = NoteDrive(self, note_id, patient=patient)
+        return await run_until_settled(self.reconciler.run_once, note_id, settling)
 
-    async def _final(
-        self,
-        note_id: ObjectId,
-        status: str,
-        stats: dict[str, Any] | None,
-        error: str | None,
-        work: dict[str, int],
-    ) -> NoteResult:
-        if status == "failed":
-            return NoteResult(note_id, "failed", detail=error, **work)
-        chunks = int((stats or {}).get("chunks") or 0)
-        if chunks == 0:
-            # Zero chunks is also what indexing a note trashed meanwhile produces.
-            state = await self.notes.state(note_id)
-            if state is None or note_status(state) != "active":
-                detail = "deleted" if state is None else "trashed"
-                return NoteResult(note_id, "skipped", detail=detail, **work)
-        return NoteResult(note_id, "indexed", chunks=chunks, **work)
-
-    def _check_config(self, note_id: ObjectId, state: dict[str, Any]) -> None:
+    def check_config(self, note_id: ObjectId, state: dict[str, Any]) -> None:
         if (state.get("chunking_version"), state.get("embedding_model")) != (
             self.selection.chunking_version,
             self.selection.embedding_model,

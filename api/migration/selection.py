@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from bson import ObjectId
 
-from api.notes.stored import FIRST_MS, LAST_MS, STRING_YEAR, note_status
+from api.notes.stored import FIRST_MS, LAST_MS, STRING_YEAR
 from api.notes.versioning import WHOLE_VERSION, is_whole_version, whole_version
 
 Reason = Literal[
@@ -335,74 +335,3 @@ def reason(note: dict[str, Any], chunking_version: str, embedding_model: str) ->
     if note.get("indexed_version") != whole_version(stored):
         return "behind"
     return "queued"
-
-
-# ---- the per-note loop's verdict -------------------------------------------------------
-
-# How long the per-note loop leaves a user's write to the API's workers (which poll every
-# AUTONOTE_INDEX_POLL_S, 0.5 s, and are woken by in-process writes) before taking it itself.
-WORKERS_FIRST_S = 1.0
-
-# wait: claim again after `wait_s`; hold: read the state again after it, without claiming.
-VerdictKind = Literal["indexed", "failed", "skipped", "wait", "hold", "retry", "requeue"]
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """What to do with a note `Reconciler.run_once(note_id)` could not finish."""
-
-    kind: VerdictKind
-    wait_s: float = 0.0
-    detail: str | None = None
-
-    @property
-    def final(self) -> bool:
-        return self.kind in ("indexed", "failed", "skipped")
-
-
-def settle(note: dict[str, Any] | None, now: datetime, max_attempts: int) -> Verdict:
-    """Classify a note's state after a run_once that did not end it.
-
-    Final: indexed (by us earlier or by another worker), failed, or skipped (deleted,
-    trashed, indexing disabled). Otherwise wait for a lease or a retry time, retry at once,
-    or requeue a note whose queue fields are incomplete (so no claim could ever match it).
-    """
-    if note is None:
-        return Verdict("skipped", detail="deleted")
-    if note_status(note) != "active":
-        return Verdict("skipped", detail="trashed")
-    status = note.get("index_status")
-    if status == "indexed":
-        return Verdict("indexed")
-    if status == "failed":
-        return Verdict("failed", detail=note.get("index_error") or "failed")
-    if status == "disabled":
-        return Verdict("skipped", detail="indexing disabled")
-    attempts = note.get("index_attempts")
-    lease_until = note.get("lease_expires_at")
-    leased = lease_until is not None and lease_until > now
-    if status == "indexing":
-        if leased:
-            return Verdict("wait", wait_s=(lease_until - now).total_seconds())
-        if attempts is not None and attempts >= max_attempts:
-            return Verdict("failed", detail="indexing did not finish (worker died)")
-        return Verdict("retry")
-    if status == "pending" and attempts is not None and note.get("next_attempt_at") is not None:
-        if attempts >= max_attempts:
-            return Verdict("requeue", detail="attempts exhausted")
-        if leased:
-            return Verdict("wait", wait_s=(lease_until - now).total_seconds())
-        due = note["next_attempt_at"]
-        if due > now:
-            return Verdict("wait", wait_s=(due - now).total_seconds())
-        if users_write_waiting(note, now):
-            # Edited while the run indexed it: the workers' turn first, so the edit does not
-            # wait for the migration's rate limiter (found by review); unless none takes it.
-            # Counted from when it became claimable: the run's end (`indexed_at`) or the write.
-            ended = note.get("indexed_at")
-            since = min(max(due, ended) if isinstance(ended, datetime) else due, now)
-            left = WORKERS_FIRST_S - (now - since).total_seconds()
-            if left > 0:
-                return Verdict("hold", wait_s=left, detail="a user's write: workers first")
-        return Verdict("retry")
-    return Verdict("requeue", detail=f"index_status={status!r}")

@@ -127,7 +127,7 @@ async def test_a_note_failed_while_a_run_wrote_keeps_no_chunks_of_that_run(api: 
     await api.container.db.notes.update_one(
         {"_id": a.oid}, {"$set": {"index_attempts": max_attempts}}
     )
-    assert (await api.container.indexing.workers.maintenance_once(orphans=False))["exhausted"]
+    assert (await api.container.indexing.workers.maintenance_once(orphans=False)).exhausted
     await a.finish()
     note = await api.container.db.notes.find_one({"_id": a.oid})
     assert note["index_status"] == "failed" and note["indexed_version"] == 1

@@ -547,7 +547,7 @@ async def _dead_worker_eviction(api: Api) -> None:
     assert raw is not None and raw["evict_pending"] is True and raw["indexed_version"] == 2
 
     result = await api.container.indexing.workers.maintenance_once(orphans=False)
-    assert result["evicted"] > 0
+    assert result.evicted > 0
     assert {d["note_version"] for d in await stored_chunks(api, note["id"])} == {2}
     raw = await api.container.db.notes.find_one({}, {"evict_pending": 1})
     assert raw is not None and "evict_pending" not in raw
@@ -658,7 +658,7 @@ async def test_maintenance_gives_a_stranded_pending_note_its_attempts_back(
         reconciler = api.container.indexing.reconciler
         assert await reconciler.run_once() is None  # no claim takes it
         result = await api.container.indexing.workers.maintenance_once(orphans=False)
-        assert result["stranded"] == 1
+        assert result.stranded == 1
         outcome = await reconciler.run_once()
         assert outcome is not None and outcome.note_id == oid and outcome.status == "indexed"
 
@@ -693,6 +693,6 @@ async def test_maintenance_deletes_uncommitted_chunks_of_a_failed_note(
             {"$set": {"version": 3, "index_status": "failed", "index_error": "x: 503"}},
         )
         result = await api.container.indexing.workers.maintenance_once()  # the full sweep
-        assert result["leftovers"] == len(committed)
+        assert result.leftovers == len(committed)
         left = sorted(await db.note_chunks.distinct("note_version", {"note_id": oid}))
         assert left == [1, 3]

@@ -10,6 +10,7 @@ from bson import ObjectId
 
 from api.chunking import MarkdownChunker
 from api.indexing.records import backoff_seconds, chunk_document, index_fields, index_stats
+from api.indexing.types import IndexStats, Progress
 
 
 def test_backoff_doubles_with_equal_jitter_and_stops_at_the_cap() -> None:
@@ -57,15 +58,27 @@ def test_chunk_document_carries_the_chunk_the_owner_and_the_model() -> None:
 def test_index_stats_counts_reused_chunks_and_time() -> None:
     started = time.perf_counter() - 0.05
     stats = index_stats(10, 4, 321, started)
-    assert stats["chunks"] == 10 and stats["embedded"] == 4 and stats["reused"] == 6
-    assert stats["tokens_embedded"] == 321 and stats["duration_ms"] >= 50
+    assert stats.chunks == 10 and stats.embedded == 4 and stats.reused == 6
+    assert stats.tokens_embedded == 321 and stats.duration_ms >= 50
+
+
+def test_index_stats_add_the_work_of_handed_over_runs() -> None:
+    """A handed-over run's work (the note's `index_progress`) counts as embedded, not
+    reused; what is stored there but is no number counts nothing."""
+    carried = Progress.from_document({"embedded": 3, "tokens": 90, "ms": 1000.0})
+    stats = index_stats(10, 4, 321, time.perf_counter(), carried)
+    assert (stats.embedded, stats.reused, stats.tokens_embedded) == (7, 3, 411)
+    assert stats.duration_ms >= 1000
+    junk = Progress.from_document({"embedded": "3", "tokens": True, "ms": None})
+    assert junk == Progress() and Progress.from_document("x") == Progress()
 
 
 def test_index_fields_record_what_made_the_index() -> None:
+    stats = IndexStats(chunks=12, embedded=2, reused=10, tokens_embedded=40, duration_ms=1.5)
     fields = index_fields(
         5,
         12,
-        {"chunks": 12},
+        stats,
         strategy="hierarchical_markdown",
         chunking_version="v9",
         model_key="openai:text-embedding-3-small",
@@ -74,10 +87,23 @@ def test_index_fields_record_what_made_the_index() -> None:
     assert fields["chunking_strategy"] == "hierarchical_markdown"
     assert fields["chunking_version"] == "v9"
     assert fields["embedding_model"] == "openai:text-embedding-3-small"
-    assert fields["last_index_stats"] == {"chunks": 12}
+    assert fields["last_index_stats"] == {
+        "chunks": 12,
+        "embedded": 2,
+        "reused": 10,
+        "tokens_embedded": 40,
+        "duration_ms": 1.5,
+    }
+    assert list(fields["last_index_stats"]) == [
+        "chunks",
+        "embedded",
+        "reused",
+        "tokens_embedded",
+        "duration_ms",
+    ]  # the stored document's key order
     assert (datetime.now(UTC) - fields["last_chunked_at"]).total_seconds() < 5
     assert (
-        index_fields(None, 0, {}, strategy="s", chunking_version="v", model_key="m")[
+        index_fields(None, 0, stats, strategy="s", chunking_version="v", model_key="m")[
             "indexed_version"
         ]
         is None

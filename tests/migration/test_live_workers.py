@@ -21,7 +21,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from api.config import Settings
 from api.db.client import ensure_indexes
 from api.indexing.runtime import build_indexing
-from api.migration import selection as selection_rules
+from api.migration import drive as drive_rules
 from api.migration.limiter import RateLimitedEmbedder
 from api.migration.repository import MigrationNotes
 from api.migration.runner import MigrationRunner
@@ -196,7 +196,7 @@ async def test_an_edit_during_the_migrations_run_of_the_note_goes_to_the_workers
     for the migration's saturated rate limiter (found by review). Now the loop leaves a
     user's write to the workers for `WORKERS_FIRST_S` and finds it indexed by them (here
     5 s, so a loaded machine's slow worker poll cannot fail the test)."""
-    monkeypatch.setattr(selection_rules, "WORKERS_FIRST_S", 5.0)
+    monkeypatch.setattr(drive_rules, "WORKERS_FIRST_S", 5.0)
     settings = make_settings()
     async with running_app(settings) as api:
         db = api.container.db

@@ -19,7 +19,7 @@ from api.config import Settings
 from api.migration.estimate import Estimate
 from api.migration.execute import MigrateOptions, ProgressMode, execute
 from api.migration.progress import LogProgress, render_estimate, render_summary
-from api.migration.results import MigrationStats, MigrationSummary
+from api.migration.types import MigrationStats, MigrationSummary
 from tests.migration.support import insert_legacy
 
 

@@ -13,9 +13,9 @@ from pymongo.asynchronous.database import AsyncDatabase
 from api.config import Settings
 from api.indexing.runtime import build_indexing
 from api.migration.repository import MigrationNotes
-from api.migration.results import MigrationSummary
 from api.migration.runner import MigrationRunner
 from api.migration.selection import Selection
+from api.migration.types import MigrationSummary
 from api.providers import build_chunker, build_embedder, embedding_model_key
 from tests.migration.support import check_all_indexed, chunker_for, insert_legacy, run_in_process
 

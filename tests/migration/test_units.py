@@ -14,7 +14,7 @@ from bson import ObjectId
 from api.migration.estimate import Estimate, cost_usd, price_per_million
 from api.migration.limiter import RateLimitedEmbedder, split_by_budget
 from api.migration.progress import rate_and_eta
-from api.migration.results import MigrationStats, MigrationSummary, NoteResult
+from api.migration.types import MigrationStats, MigrationSummary, NoteResult
 from connectors.embeddings.base import EmbeddingBatch
 
 

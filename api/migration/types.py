@@ -1,5 +1,6 @@
-"""What a migration run reports: each note's result, the running totals and the summary
-(exit code, JSON form). Pure data; `api.migration.runner` fills it in."""
+"""What a migration run reports (each note's result, the running totals, the summary with
+its exit code and JSON form) and the per-note loop's verdict on a note's state. Pure data;
+`api.migration.runner` and `api.migration.drive` fill it in."""
 
 from __future__ import annotations
 
@@ -8,8 +9,39 @@ from typing import Any, Literal
 
 from bson import ObjectId
 
+from api.indexing.types import IndexStats
+
 MAX_LISTED_FAILURES = 50
 FinalStatus = Literal["indexed", "failed", "skipped"]
+# wait: claim again after `wait_s`; hold: read the state again after it, without claiming.
+VerdictKind = Literal["indexed", "failed", "skipped", "wait", "hold", "retry", "requeue"]
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What to do with a note `Reconciler.run_once(note_id)` could not finish."""
+
+    kind: VerdictKind
+    wait_s: float = 0.0
+    detail: str | None = None
+
+    @property
+    def final(self) -> bool:
+        return self.kind in ("indexed", "failed", "skipped")
+
+
+@dataclass(slots=True)
+class RunWork:
+    """The work of one note's runs in this migration (an edit mid-run means two runs)."""
+
+    embedded: int = 0
+    reused: int = 0
+    tokens_embedded: int = 0
+
+    def add(self, stats: IndexStats) -> None:
+        self.embedded += stats.embedded
+        self.reused += stats.reused
+        self.tokens_embedded += stats.tokens_embedded
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,13 +73,12 @@ class MigrationStats:
     # before the run's pages got to them (done + this = selected once the pass ends).
     left_selection: int = 0
     # Net the other way: more notes reached than were selected at the start (pages re-run
-    # the selection, so a note edited into it mid-run is migrated too; `done` passed
-    # `selected` without a word, found by review). done = selected - left + joined.
+    # the selection, so a note edited into it mid-run is migrated too).
+    # done = selected - left + joined.
     joined_selection: int = 0
     reindexed_after_edit: int = 0
     # Catch-up runs that failed: the note is counted once, by its first pass, so its failure
-    # after an edit is counted here, not in `failed` (indexed + failed + skipped stays
-    # `done`; it was more, found by review).
+    # after an edit is counted here, not in `failed` (indexed + failed + skipped = `done`).
     failed_after_edit: int = 0
     chunks: int = 0
     embedded: int = 0
