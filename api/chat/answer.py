@@ -47,8 +47,7 @@ def extractive_answer(
     of the top sections is quoted verbatim (never invented or edited text: a note's own "[7]"
     stays, escaped as `\\[7\\]` so that it shows as written but is no citation marker;
     code and tables keep their lines). Passages after the first that share no term with
-    the question are left out (they padded answers with unrelated quotes, and code and
-    tables were flattened onto one line; found by review)."""
+    the question are left out, so the answer is not padded with unrelated quotes."""
     if not citations:
         return "I found nothing in your notes about this.", []
     q_terms = _terms(question)
@@ -77,10 +76,9 @@ _BLOCKS = ("CodeBlock", "Table", "HtmlBlock")
 
 def _block_lines(text: str) -> list[tuple[int, int]]:
     """(first, last) line numbers of each code block, table and HTML block in `text`, as
-    the markdown parser (pulldown-cmark, the chunker's) finds them (an HTML block's lines
-    were flattened onto one, a `<pre>` losing its line breaks; found by review). Reading
-    fences by hand missed fences in list items, pipe-less tables, closing fences with text
-    after them and fences inside indented code (found by review)."""
+    the markdown parser (pulldown-cmark, the chunker's) finds them: fences in list items,
+    pipe-less tables, closing fences with text after them and fences inside indented code
+    included. Each is quoted with its own lines (a `<pre>` keeps its line breaks)."""
     data = text.encode("utf-8")
     spans: list[tuple[int, int]] = []
     depth = 0  # inside a code block or table: nested starts are part of it
@@ -139,13 +137,13 @@ def _passages(text: str) -> list[str]:
 def _escape_refs(item: str, own: tuple[int, int]) -> str:
     """The quoted `item` (markdown as it goes into the answer) with the note's own
     citation-like markers made inert, so every [n] the answer shows outside code is one of
-    its citations (a quoted "see [2]" read as citation 2; found by review), while it
-    renders as the note does. Decided on the item's own parse, after any cut:
+    its citations (a quoted "see [2]" is no citation 2), while it renders as the note
+    does. Decided on the item's own parse, after any cut:
     - plain text, link text, destinations and titles: `\\[2\\]` (a markdown escape);
     - raw HTML (blocks and tags): `&#91;2&#93;` (entities: backslashes are text there);
     - an autolink holding one: its brackets percent-encoded (the same address; no escape
-      works inside an autolink, and rewriting it as an inline link let the URL's own
-      markdown characters end the link or add emphasis; found by review);
+      works inside an autolink, and as an inline link the URL's own markdown characters
+      could end the link or add emphasis);
     - code: left as is (code is quoted, never cited).
     `own` is the span of the answer's own marker, left alone."""
     code, html, autolinks, _ = literal_spans(item)
@@ -215,7 +213,7 @@ def _quote(passage: str, ref: int) -> str:
         return _escape_refs(item, (len(item) - len(marker), len(item)))
     # The block's own indentation (a fence in a list item) would make it indented code
     # inside the answer's list item, showing its fences as text; an indented code block
-    # keeps its four columns (dedented, it read as a paragraph; found by review).
+    # keeps its four columns (dedented, it would read as a paragraph).
     lines = textwrap.dedent(passage).splitlines()
     fence = _FENCE_OPEN.match(lines[0])
     closing: list[str] = []

@@ -1,7 +1,6 @@
 """Building the chat context (pure): numbered sections within a token budget.
 
-The roadmap's `format_notes_for_context` listed notes with "Most relevant sections"; here
-every reference `[n]` is ONE SECTION (note title + heading path + its text), so a citation
+Every reference `[n]` is ONE SECTION (note title + heading path + its text), so a citation
 points at the exact place in the note, with character offsets. Sections are ordered by
 their fused relevance across notes. Note text is wrapped as data (see `prompts`).
 """
@@ -17,11 +16,10 @@ from api.chunking.data_uri import elide_data_uris
 from api.retrieval.types import NoteResult
 
 SNIPPET_CHARS = 240
-# A section is cut to this many characters per token of the budget BEFORE it is tokenised:
-# counting, then binary-searching, a 2 MB section (a note whose words the local model reads
-# as one unknown token each is one chunk) stalled every request for seconds. Prose runs 3-5
-# characters per cl100k token, so the cap bites only on sections that could not fit anyway
-# (or long runs of whitespace).
+# A section is cut to this many characters per token of the budget BEFORE it is tokenised,
+# so a section of megabytes is never counted whole. Prose runs 3-5 characters per cl100k
+# token, so the cap bites only on sections that could not fit anyway (or long runs of
+# whitespace).
 MAX_CHARS_PER_TOKEN = 16
 
 

@@ -20,8 +20,8 @@ def tag_name(tag: str | dict[str, Any]) -> str:
 
 def events(text: str) -> Any:
     """pulldown-cmark's events of `text`, read with each bare "\\r" as a line end, as
-    CommonMark has it (the parser misses fences a bare "\\r" ends: removing an invented
-    marker then edited code; found by review). Same length, so offsets carry over."""
+    CommonMark has it (the parser misses fences a bare "\\r" ends, so markers inside such
+    code would look like prose). Same length, so offsets carry over."""
     return _PARSER.events_with_range(bare_cr_as_newline(text) if "\r" in text else text)
 
 

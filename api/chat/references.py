@@ -19,14 +19,14 @@ _REFS = r"\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*"
 # Spaces on a line, no-break and ideographic ones too ("note\u00a0[9].").
 _SPACES = " \t\u00a0\u3000"
 _SPACE = f"[{_SPACES}]"
-# The space group starts where its spaces start (or is empty): "[ \t]*" alone was retried
-# at every position of a long run of spaces, quadratic (found by review).
+# The space group starts where its spaces start (or is empty): "[ \t]*" alone would be
+# retried at every position of a long run of spaces, quadratic.
 REF_GROUP = re.compile(
     rf"(?P<space>(?<!{_SPACE}){_SPACE}+|)\[(?P<refs>{_REFS})\](?!\()(?=(?P<after>.?))",
     re.S,
 )
 # What may follow a dropped marker without the space before it: punctuation (also CJK)
-# and closing delimiters (a space before "**" would end no emphasis; found by review).
+# and closing delimiters (a space before "**" would end no emphasis).
 _CLOSERS = frozenset(".,;:!?)]}*_~'\"。、，．！？：；」』）】")
 # Between two markers of one run ("[1], [9]", "[9][10]", "[9] [10]", "[1]–[3]"; CJK too).
 _GAP = re.compile(rf"{_SPACE}*(?:[,;、，；–-]{_SPACE}*)?")
@@ -38,7 +38,7 @@ _WRAPPERS += (("[", "]"),)
 # A list item's marker ("- ", "1. "): a line holding nothing else but dropped markers goes.
 _LIST_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])?[ \t]*\Z")
 # A line that only labels its references ("Sources:", "**References:**"): when every marker
-# after it is dropped, the label goes with them ("Sources: [9], [10]." became "Sources:.").
+# after it is dropped, the label goes with them (not "Sources: [9], [10]." → "Sources:.").
 _SOURCES_LABEL = re.compile(
     r"[ \t]*(?:[*_]{1,2})?(?:sources?|references?|citations?)(?:[*_]{1,2})?[ \t]*:"
     r"(?:[*_]{1,2})?[ \t]*\Z",
@@ -80,9 +80,8 @@ def _marker_at(answer: str, pos: int) -> re.Match[str] | None:
 def _prose(answer: str) -> list[tuple[int, int]]:
     """(start, end) of the answer's text outside code, where citation markers live. Code
     is quoted, never cited: blocks (fenced with their fences, indented, unclosed ones to
-    the end of their container) and spans, as the markdown parser reads them (a regex
-    also hid markers after an escaped backtick, an unclosed fence in a list item or
-    backticks in indented code; found by review)."""
+    the end of their container) and spans, as the markdown parser reads them (escaped
+    backticks, unclosed fences in list items and backticks in indented code included)."""
     code, _, autolinks, targets = literal_spans(answer)
     code = sorted([*code, *autolinks, *targets])  # a marker in an address is no citation
     spans, pos = [], 0
@@ -99,7 +98,7 @@ def cited_refs(answer: str) -> list[int]:
     seen: dict[int, None] = {}
     prose = _prose(answer)
     # Over the whole answer, not each span's end: there "(?!\()" could not see that a
-    # link's "(url)" follows its text, so "[7](url)" counted as [7] (found by review).
+    # link's "(url)" follows its text, and "[7](url)" would count as [7].
     for match in _markers(answer):
         if _within(prose, match.start("refs") - 1, match.end()):  # its space may be code
             for ref in _group_refs(match["refs"]):
@@ -145,7 +144,7 @@ def remove_invented_refs(answer: str, valid: set[int]) -> str:
             scan = pos
     out.append(answer[pos:])
     # Blank edges only: a leading indented code block keeps its indentation (stripped,
-    # it became a paragraph whose "[9]" read as a citation; found by review) ...
+    # it would become a paragraph whose "[9]" reads as a citation) ...
     cleaned = _BLANK_HEAD.sub("", "".join(out)).rstrip()
     # ... but space the dropped markers left at the start goes, as does the indentation
     # of a line that continued their paragraph (it would read as code), unless the
@@ -154,8 +153,8 @@ def remove_invented_refs(answer: str, valid: set[int]) -> str:
     if answer[:1] not in (" ", "\t") and _within(prose, first, first + 1):
         cleaned = cleaned.lstrip(" \t")
     if _citations(cleaned) != expected:
-        # What surrounded a dropped marker formed a new one ("Step [3[9]] applies." gave
-        # "Step [3] applies."): escape the invented markers in place instead, so the
+        # What surrounded a dropped marker formed a new one ("Step [3[9]] applies." would
+        # give "Step [3] applies."): escape the invented markers in place instead, so the
         # answer never cites what the model did not.
         return _escape_invented(answer, prose, valid)
     return cleaned
@@ -233,7 +232,7 @@ def _kept_run(answer: str, run: list[re.Match[str]], gaps: list[str], kept: list
     after = run[-1].end()
     if last < len(run) - 1 and answer[after : after + 1] == "[":
         # Dropped markers stood between the kept one and a bracket: "[1] [9][x](u)" must
-        # not become "[1][x](u)" (found by hypothesis): a space stays.
+        # not become "[1][x](u)": a space stays.
         pieces.append(" ")
     return lead + "".join(pieces)
 

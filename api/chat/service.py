@@ -65,9 +65,8 @@ class ChatService:
     async def context(
         self, author_id: ObjectId, message: str, filters: SearchFilters | None
     ) -> Retrieved:
-        """The numbered sections for `message` (what the model would see). A search that
-        fell back to keywords says so: chat answered `mode: llm` with no warning while its
-        retrieval had silently lost the vectors (found by review)."""
+        """The numbered sections for `message` (what the model would see), with the
+        search's warning when it fell back to keywords."""
         outcome = await self.search.search(
             author_id, message, limit=self.notes_limit, chunks_per_note=3, filters=filters
         )
@@ -144,8 +143,7 @@ class ChatService:
         them; the final `done` event carries the cleaned answer and the used citations
         (identical to the JSON response). When the model's streamed answer is replaced by
         the extractive one (the model failed mid-answer, or its answer held no reference
-        the context had), a `reset` event says to discard the tokens shown so far (they
-        were glued to the fallback; found by review)."""
+        the context had), a `reset` event says to discard the tokens shown so far."""
         found = await self.context(author_id, message, filters)
         citations = found.citations
         yield ChatEvent("citations", {"citations": [citation_dict(c) for c in citations]})
@@ -163,8 +161,7 @@ class ChatService:
                 parts.append(delta)
                 yield ChatEvent("token", {"text": delta})
         except ChatError as exc:
-            # Mid-answer too: the JSON path answers with quotes here, so the stream does
-            # (it used to end in an `error` event; found by review).
+            # Mid-answer too: the JSON path answers with quotes here, so the stream does.
             log.warning("chat.stream_failed", error=str(exc)[:300], tokens_sent=len(parts))
             warning = f"chat model unavailable ({exc}); extractive answer"
         else:

@@ -1,5 +1,6 @@
 """Retrieval: hybrid chunk search (vector + BM25), fusion, grouping to notes.
 
-Pure parts: `types`, `fusion`, `grouping`, `note_text`, `atlas_pipelines`; the in-process
-index is `local/`; `service` runs a search, `backends` query the local index or Atlas.
+`service` runs a search through its steps: `query_embedding`, `backends` (the in-process
+index in `local/`, or Atlas with `atlas_pipelines`), `fusion`, `recheck`, `grouping` and
+`note_text`; `note_level` when chunking is off.
 """

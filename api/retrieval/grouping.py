@@ -1,38 +1,10 @@
 """Fold ranked chunk hits into ranked notes with merged, section-level matches.
 
-A note's score is built from the scores of ALL its hits by a named `NoteScorer`, so the
-formula can be tuned on labelled data (the benchmark does that; `DEFAULT_NOTE_SCORER` is the
-default and every entry point takes the scorer as a parameter):
-
-- `weighted_max_sum` — the roadmap's `0.7 × max + 0.3 × sum`: the best passage dominates,
-  every extra matching passage adds a little (a note matching in several places is more
-  likely the one asked about).
-- `max` — the best passage only (several weak matches never beat one strong one).
-- `max_decayed_sum` — best + ½·second + ¼·third … (extra matches help with diminishing
-  returns, so a long note with many weak matches cannot run away with the ranking).
-- `sum` — every passage counts fully (favours long notes; here for comparison).
-
-Section merging: hits of one note in the same section (same `section_index`, which the
-chunker gives every chunk of a section) become ONE `SectionMatch` spanning
-`min(start_offset)..max(end_offset)`, while that span stays within `max_section_chars`
-(CJK characters weighted as about a token each, `CJK_CHAR_WEIGHT`): a
-long section whose chunks all match becomes several spans in note order, so the passage
-that matched is not buried in (and cut out of) one enormous citation. Its content is built
-as follows:
-- one chunk: the chunk's own `content_md` (for table/code fragments that is the fragment as
-  indexed, header row included);
-- several chunks and the note's text there known (`note_contents`: the whole text, or the
-  windows search reads, see `note_text`): the exact slice `content_md[start:end]`, so
-  offsets and text agree and unmatched text between matched chunks of the section is
-  included (it *is* that section);
-- several chunks, note text unknown: the chunks' contents joined in chunk order with a blank
-  line, and a `…` line where chunks of the section were not matched (offsets still span the
-  whole range; the text then is not byte-identical to `content_md[start:end]`).
-Chunks indexed before chunks carried `section_index` are grouped by `heading_path`
-instead: adjacent in chunk order, or separated by unmatched chunks but never across a
-heading line (two sibling sections with the same title share a heading path; with the note
-text known the heading line between them keeps them apart). A section's score is the note
-scorer applied to its chunks' scores.
+A note's score comes from all its hits' scores by a named `NoteScorer` (`NOTE_SCORERS`).
+Hits of one note in one section (same `section_index`; same heading path for chunks
+indexed before they carried it) merge into one `SectionMatch` while the span stays within
+`max_section_chars`; its text is cut from the note's text when known, else joined from the
+chunks. See docs/search.md (step 4).
 """
 
 from __future__ import annotations
@@ -52,9 +24,7 @@ DEFAULT_NOTE_SCORER = "weighted_max_sum"
 DEFAULT_MAX_SECTION_CHARS = 6000
 # A span's size against max_section_chars: its characters, each CJK one counted this many
 # times (about a token each, where English averages four characters a token), so a long
-# Japanese section is cut into spans that fit chat's context too (a 5 200-character one
-# filled it alone and was cut from its start, losing the passage that matched; found by
-# review).
+# Japanese section is cut into spans that fit chat's context too.
 CJK_CHAR_WEIGHT = 4
 GAP_MARKER = "…"
 
@@ -68,7 +38,7 @@ _HEADING_LINE = re.compile(r"(?:(?<=[\r\n])|\A) {0,3}#{1,6}(?=[ \t\r\n]|\Z)")
 def weighted_max_sum(
     scores: Sequence[float], *, max_weight: float = 0.7, sum_weight: float = 0.3
 ) -> float:
-    """`max_weight × max + sum_weight × sum` (the roadmap's 0.7/0.3); 0 for no scores."""
+    """`max_weight × max + sum_weight × sum` (0.7 and 0.3 by default); 0 for no scores."""
     if not scores:
         return 0.0
     return max_weight * max(scores) + sum_weight * sum(scores)
@@ -128,8 +98,8 @@ def rank_note_ids(
 def newest_version_per_note(hits: Sequence[ChunkHit]) -> list[ChunkHit]:
     """`hits` without those of a note version older than another hit's of the same note.
     Each retriever reads one version per note, but Atlas runs the vector and keyword
-    queries side by side, so a re-index committing between them can fuse two versions of a
-    note into one result, whose offsets index different texts (found by review)."""
+    queries side by side, so a re-index committing between them could otherwise fuse two
+    versions of a note into one result, whose offsets index different texts."""
     newest: dict[str, int] = {}
     for hit in hits:
         newest[hit.note_id] = max(newest.get(hit.note_id, hit.note_version), hit.note_version)
@@ -167,9 +137,9 @@ def group_by_note(
     hits of notes missing from it, of another author, or of a version other than a known
     `NoteMeta.indexed_version` are dropped. A chunk id seen twice counts once (best score).
     Returns at most `limit` notes (best first; of two with one score, the one whose first
-    hit comes first in `hits`, i.e. in fusion's order — a note id broke ties before, and
-    ids are random, so equal scores ranked differently in every database), each with at most
-    `chunks_per_note` sections (best first; ties by position in the note).
+    hit comes first in `hits`, i.e. in fusion's order, so ties rank alike in every
+    database), each with at most `chunks_per_note` sections (best first; ties by position
+    in the note).
     """
     if limit < 0:
         raise ValueError("limit must be >= 0")
@@ -218,7 +188,10 @@ def merge_sections(
     note_content: str | TextWindows | None = None,
     max_section_chars: int | None = DEFAULT_MAX_SECTION_CHARS,
 ) -> list[SectionMatch]:
-    """Merge one note's hits into sections (in note order); see the module docstring."""
+    """Merge one note's hits into sections (in note order). A section of one chunk is that
+    chunk's `content_md`; of several, `content_md[start:end]` when `note_content` holds it
+    (unmatched text between the chunks included), else the chunks' texts joined by blank
+    lines with a `…` line where chunks were not matched."""
     if isinstance(note_content, str):
         note_content = TextWindows.whole(note_content)
     ordered = sorted(hits, key=lambda h: (h.chunk_index, h.start_offset))
@@ -255,9 +228,8 @@ def _joins(
 def _span_size(run: list[ChunkHit]) -> float:
     """The merged span's characters, CJK ones weighted by `CJK_CHAR_WEIGHT` at the share
     they have in the run's own texts (the text between non-adjacent chunks is unknown).
-    The span is the one `_section` cuts, lowest start to highest end: with hits whose chunk
-    order and offsets disagree (two versions of a note, found by review) the first and last
-    hit's offsets understated it."""
+    The span is the one `_section` cuts, lowest start to highest end, also when the hits'
+    chunk order and offsets disagree (two versions of a note)."""
     chars = max(h.end_offset for h in run) - min(h.start_offset for h in run)
     texts = sum(len(h.content_md) for h in run)
     cjk = sum(len(CJK_CHAR.findall(h.content_md)) for h in run)

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from api.retrieval.types import ChunkHit
 
 # MongoDB's `$substrCP` walks the string from its start to each window (it counts code
-# points), so every window costs up to a pass over the note: a long section matched in 200
-# places cost 200 passes on mongod (found by review). Past this many windows per note the
-# closest ones are joined, reading a little more text instead.
+# points), so every window costs up to a pass over the note. Past this many windows per
+# note the closest ones are joined, reading a little more text instead.
 MAX_WINDOWS = 4
 # `$substrCP` takes 32-bit offsets; a larger stored offset (corrupt chunk data) is left to
 # the chunks' own text rather than failing the search.

@@ -17,7 +17,7 @@ from pydantic import (
 )
 
 from api.chunking.data_uri import elide_marked
-from api.retrieval.types import NoteResult, SearchFilters
+from api.retrieval.types import NoteResult, SearchFilters, SectionMatch
 from api.schemas import NON_BLANK, FilterTag, JsonInt, normalize_tags, utf8_clean
 
 NoteIdStr = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{24}$")]
@@ -45,8 +45,7 @@ def _in_utc(value: datetime) -> datetime:
     """The instant in UTC, which is how it is compared and stored. An offset can move a
     valid RFC 3339 instant outside the years 1-9999 Python and BSON can hold
     (0001-01-01T00:00:00+00:01 is in year 0 in UTC): such an instant is before or after
-    every note, so it is clamped to the first or last representable one (it was an
-    OverflowError, a 500)."""
+    every note, so it is clamped to the first or last representable one."""
     try:
         return value.astimezone(UTC)
     except OverflowError:
@@ -93,8 +92,7 @@ class FiltersIn(BaseModel):
 # The largest body a valid search can need: every field at its maximum and every character
 # `\u`-escaped (astral ones as surrogate pairs, 12 bytes): a 2 000-character query, 100
 # tags of 512 and 1 000 note ids come to ~0.78 MB (tests/security/test_route_body_limits.py
-# builds it). Bodies are parsed on the event loop (~60 ms per MB), so the general 8 MB
-# limit let one user hold every request for ~0.5 s per search.
+# builds it). Bodies are parsed on the event loop, so the limit stays near that size.
 SEARCH_MAX_BODY_BYTES = 1_000_000
 
 
@@ -171,7 +169,7 @@ class MatchingChunk(BaseModel):
 MAX_CONTENT_CHARS = 64_000
 
 
-def _shown(text: str) -> dict[str, str | int]:
+def _shown(text: str) -> tuple[str, int]:
     """A section's `content` and `elided_chars` (see `MatchingChunk.content`)."""
     shown, markers = elide_marked(text)
     if len(shown) > MAX_CONTENT_CHARS:
@@ -181,7 +179,7 @@ def _shown(text: str) -> dict[str, str | int]:
         shown += "…"
     else:
         note_chars = len(shown) - len(markers)
-    return {"content": shown, "elided_chars": len(text) - note_chars}
+    return shown, len(text) - note_chars
 
 
 class NoteHit(BaseModel):
@@ -200,23 +198,26 @@ class NoteHit(BaseModel):
             tags=r.tags,
             updated_at=r.updated_at,
             score=r.score,
-            matching_chunks=[
-                MatchingChunk(
-                    chunk_id=s.chunk_ids[0] if s.chunk_ids else "",
-                    chunk_ids=s.chunk_ids,
-                    chunk_index=s.chunk_indexes[0] if s.chunk_indexes else 0,
-                    chunk_indexes=s.chunk_indexes,
-                    heading_path=s.heading_path,
-                    section_path=s.section_path,
-                    **_shown(s.content_md),
-                    start_offset=s.start_offset,
-                    end_offset=s.end_offset,
-                    score=s.score,
-                    note_version=s.note_version,
-                )
-                for s in r.matching_chunks
-            ],
+            matching_chunks=[_matching_chunk(s) for s in r.matching_chunks],
         )
+
+
+def _matching_chunk(s: SectionMatch) -> MatchingChunk:
+    content, elided_chars = _shown(s.content_md)
+    return MatchingChunk(
+        chunk_id=s.chunk_ids[0] if s.chunk_ids else "",
+        chunk_ids=s.chunk_ids,
+        chunk_index=s.chunk_indexes[0] if s.chunk_indexes else 0,
+        chunk_indexes=s.chunk_indexes,
+        heading_path=s.heading_path,
+        section_path=s.section_path,
+        content=content,
+        elided_chars=elided_chars,
+        start_offset=s.start_offset,
+        end_offset=s.end_offset,
+        score=s.score,
+        note_version=s.note_version,
+    )
 
 
 class SearchResponse(BaseModel):

@@ -3,7 +3,7 @@
 Each note of an author has a small integer ordinal (assigned by `LocalIndex`). This module
 keeps, per ordinal, whether the note is present and its `updated_at`, plus an inverted index
 tag → ordinals, so that `SearchFilters` become a boolean mask over ordinals in a few vector
-operations instead of a Python loop over every note (10 000 notes: ~0.1 ms instead of ~10).
+operations instead of a Python loop over every note.
 
 Not thread-safe by itself: `LocalIndex` mutates and reads it under the author's lock.
 """

@@ -1,56 +1,12 @@
-"""BM25 full-text search for the local backend: SQLite FTS5, one private table per author.
+"""BM25 full-text search for the local backend: SQLite FTS5, one private table per author
+(docs/decisions/0002-sqlite-fts5.md).
 
-Why FTS5. Three engines were measured on the same synthetic corpus (100 000 chunks of ~115
-words drawn Zipf-like from a 20 000-word English vocabulary, 200 OR-queries of 2–6 terms,
-top 50; script: `tests/retrieval/fts_engine_comparison.py`). The machine has 2 cores shared
-with other jobs: two runs, at load average ~6 and ~14, so ratios matter more than absolute
-numbers:
-
-| engine (run at load ~6 ; ~14) | build 100k | query P50 / P95          | replace a note  | RSS    |
-|-------------------------------|-----------:|-------------------------:|----------------:|-------:|
-| SQLite FTS5 (stdlib)          |  5 ; 19 s  | 6.3/25 ms ; 27/132 ms    | 1.0 ; 1.5 ms    |  53 MB |
-| tantivy 0.27 (PyPI)           | 10 ; 41 s  | 0.2/0.4 ms ; 0.3/8.5 ms  | 10 ; 51 ms      | 100 MB |
-| bm25s 0.3 (PyPI)              | 52 ; 74 s  | 17/32 ms ; 26/47 ms      | 39 ; 138 s      | 600 MB |
-
-("replace a note": delete + insert 10 chunks and make them searchable — an FTS5
-transaction, a tantivy commit + searcher reload, a full bm25s rebuild.)
-
-bm25s has no incremental update (every change is a rebuild): out. tantivy is the fastest at
-query time (block-max WAND) but needs a commit + searcher reload per change, background
-merge threads, a Rust dependency, and either one global index (BM25 statistics then mix
-tenants: one user's documents shift another user's scores) or one index + writer per author
-(a writer reserves a heap of at least 15 MB). FTS5 ships with Python (compiled in here:
-`ENABLE_FTS5`), updates incrementally inside ordinary transactions (a note's rows are swapped
-atomically), ranks with `bm25()`, tokenises with `porter unicode61`, and a private table per
-author gives per-author BM25 statistics and isolation by construction: another author's rows
-are not in the table, so they can neither leak nor consume the limit. Its cost is exhaustive
-scoring of every matching row (no WAND), which stop-word removal and a cap on query terms
-keep in check; swapping in tantivy later only touches this module.
-
-Storage: a *contentless* table (`content=''`): the text lives once, in the index's
-`ChunkData`, and rows are deleted with FTS5's `'delete'` command fed the exact indexed
-values. Columns: the breadcrumb (`section_path`, which starts with the note title) and the
-chunk content, so headings and titles match. Row ids encode the note: `note_ord << 24 |
-position`, so user filters become `rowid >> 24 IN (allowed notes)` inside the SQL, applied
-before `ORDER BY rank LIMIT k`.
-
-Queries are never passed to FTS5 syntax: user text is cut into word pieces (letters, digits,
-combining marks), stop words are dropped, and every remaining piece is quoted as an FTS5
-string and OR-ed, so quotes, `AND`/`OR`/`NOT`/`NEAR`, `*`, `^`, parentheses and `column:`
-filters are plain words or separators. A query with no remaining terms returns nothing.
-
-Chinese, Japanese and Korean are written without spaces between words, and unicode61 keeps
-a whole run of such characters as ONE token: "東京" could not find "東京の天気は晴れです"
-(found by review). Each CJK character is therefore indexed as a token of its own, and a
-CJK run in a query becomes its overlapping character pairs, each a two-character phrase
-(the bigram scheme of Lucene's CJK analyzer): "東京" matches wherever 東 is followed by 京,
-and a longer query ranks by how many of its pairs a chunk holds. Pairs have their own cap
-(`MAX_CJK_PAIRS`), so a long unspaced question keeps its last words. (Leaving out pairs of
-two hiragana, as a stop list would, lost words written in hiragana: すし, ありがとう.)
-Full- and half-width forms (Ｗｉ-Ｆｉ, ２０２６, ｻｰﾊﾞｰ, which Japanese input methods
-produce) are folded to their usual ones (NFKC on the Halfwidth and Fullwidth Forms block
-only), in text and queries, like the width filter of Lucene's CJK analyzer. (The Atlas
-index's `lucene.english` analyzer does not fold them.)
+The table is contentless: the text lives once, in the index's `ChunkData`, and rows are
+deleted with FTS5's `'delete'` command fed the exact indexed values. Row ids are
+`note_ord << ROWID_BITS | position`, so user filters sit in the SQL before `LIMIT k`.
+Queries are never FTS5 syntax: word pieces, stop words dropped, each quoted and OR-ed. CJK
+characters are indexed one by one and queried as overlapping character pairs; full- and
+half-width forms are folded in text and queries.
 
 Not thread-safe by itself: `LocalIndex` serialises every call on the author's lock.
 """
@@ -71,8 +27,7 @@ ROWID_BITS = 24  # up to 16.7M chunks per note; note ordinals get the remaining 
 MAX_QUERY_CHARS = 4096
 MAX_QUERY_TERMS = 32
 # CJK character pairs are counted apart: a question of one unspaced sentence yields one
-# pair per character, and cutting them at MAX_QUERY_TERMS lost its last words (found by
-# review).
+# pair per character, which MAX_QUERY_TERMS would cut before its last words.
 MAX_CJK_PAIRS = 96
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 # Han (with extensions and compatibility ideographs), kana (with half-width katakana) and
@@ -86,7 +41,7 @@ CJK_CHAR = re.compile(
 # Unicode's Halfwidth and Fullwidth Forms block (folded by `_fold_width`).
 _WIDTH_FORMS = re.compile("[\uff01-\uffef]+")
 
-# Fixed cost of one SQLite connection with an FTS5 table (measured: ~75 KB).
+# Fixed cost of one SQLite connection with an FTS5 table (about 75 KB).
 CONNECTION_OVERHEAD_BYTES = 80_000
 
 # English stop words (the NLTK list, minus contractions' fragments handled by splitting).
@@ -115,8 +70,8 @@ def _is_word_char(ch: str) -> bool:
 
 def _fold_width(text: str) -> str:
     # Full- and half-width forms (Ｗｉ-Ｆｉ, ２０２６, ｻｰﾊﾞｰ) as their usual ones, like the
-    # width filter of Lucene's CJK analyzer; text and queries alike (found by review). Only
-    # that block: NFKC on everything glued "™" onto its word as "TM" ("Core™" → "coretm").
+    # width filter of Lucene's CJK analyzer; text and queries alike. Only that block: NFKC
+    # on everything would glue "™" onto its word as "TM" ("Core™" → "coretm").
     return _WIDTH_FORMS.sub(_nfkc, text) if _WIDTH_FORMS.search(text) else text
 
 

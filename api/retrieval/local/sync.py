@@ -188,8 +188,9 @@ class LocalIndexSync:
         commits in flight in this process when the search started; returns how many.
 
         A note reads `indexed` as soon as its commit lands, and the refresh that makes it
-        searchable here runs a database read later: a search sent in between found nothing
-        (seen in CI). Commits of other processes arrive with the next poll (`poll_s`)."""
+        searchable here runs a database read later: without the wait, a search sent in
+        between finds nothing (tests/retrieval/test_read_your_writes.py). Commits of other
+        processes arrive with the next poll (`poll_s`)."""
         pending = self._commits.get(str(author_id))
         if not pending:
             return 0
@@ -226,11 +227,10 @@ class LocalIndexSync:
             self._prune_at = max(PRUNE_MIN_ENTRIES, 2 * kept)
 
     def _prune(self) -> None:
-        """Forget ordering records older than every read under way. They kept one entry
-        per note ever applied or removed, for the process's lifetime (found by review).
-        Dropping them decides nothing differently: `_apply_off_loop` compares a removal's
-        tick with reads that started before it, and every read under way or to come
-        started at or after the floor."""
+        """Forget ordering records older than every read under way, so they do not keep
+        an entry per note for the process's lifetime. Dropping them decides nothing
+        differently: `_apply_off_loop` compares a removal's tick with reads that started
+        before it, and every read under way or to come started at or after the floor."""
         floor = min(self._in_flight, default=self._tick + 1)
         self._removed_at = {k: v for k, v in self._removed_at.items() if v >= floor}
         self._apply_started = {k: v for k, v in self._apply_started.items() if v >= floor}
@@ -247,15 +247,15 @@ class LocalIndexSync:
     async def _apply_off_loop(
         self, note: dict[str, Any], chunks: list[dict[str, Any]], started: int
     ) -> int:
-        """`_apply`, in a worker thread for a big note (records and FTS5 rows for a 2 MB
-        note's 4 800 chunks held every request for 0.8-1.9 s on the event loop; found by
-        review; the index is thread-safe), at once for a small one (a note is searchable
-        once its status says indexed: a thread hop would widen that gap for every note).
+        """`_apply`, in a worker thread for a big note (building records and FTS5 rows for
+        thousands of chunks would hold the event loop for seconds; the index is
+        thread-safe), at once for a small one (a note is searchable once its status says
+        indexed: a thread hop would widen that gap for every note).
 
         `started`: the tick taken before the chunks were read. A purge or trash since then
         (its removal ran at once) would be undone by this apply, and nothing would remove
-        the note again (the poll cannot see a deleted document; found by review): unless an
-        apply that began after that removal is putting the note back rightly, it goes."""
+        the note again (the poll cannot see a deleted document): unless an apply that
+        began after that removal is putting the note back rightly, it goes."""
         note_id = str(note["_id"])
         self._apply_started[note_id] = max(self._apply_started.get(note_id, 0), started)
         if len(chunks) <= _INLINE_APPLY_CHUNKS:

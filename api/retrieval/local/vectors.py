@@ -1,22 +1,11 @@
 """Exact vector search for the local backend: one author's vectors in a float32 matrix.
 
-Layout: rows are appended to a contiguous `(capacity, dim)` float32 buffer (capacity doubles,
-so appends are amortised O(1)); deleting a note tombstones its rows in an `alive` mask, and
-the buffer is compacted once tombstones exceed a quarter of the rows. A search is one
-matrix–vector product over the published rows (or over the filtered subset when a filter
-keeps few rows) followed by `argpartition`: exact cosine top-k, no approximation.
-
-Concurrency: copy-on-write snapshots. Writers (serialised by the caller) write new rows only
-*past* the published size, build a new `alive` mask, and publish a new immutable
-`VectorSnapshot` with a single reference assignment; readers take the current snapshot once
-and never lock. A published row is never modified (growth and compaction copy into a new
-buffer), so a search running in a worker thread sees exactly one version of every note.
-
-BLAS threads: a matrix–vector product is memory-bound, so splitting it over threads gains
-little, while OpenBLAS's thread hand-off collapses when cores are busy. Measured here (2
-cores, load average ~11): 10 000 × 384 product P50 28 ms with OpenBLAS's default 2 threads,
-1.6 ms with 1 thread; at 100 000 rows one thread was also faster. `limit_blas_threads`
-(threadpoolctl, process-wide) is what `LocalIndex` calls by default.
+Rows are appended to a `(capacity, dim)` buffer that doubles as it grows; a removed note's
+rows are tombstoned, and the buffer is compacted once they exceed a quarter of the rows.
+Writers publish an immutable `VectorSnapshot` with one reference assignment and never
+modify a published row, so readers take a snapshot without a lock and see one version of
+every note. A search is one matrix–vector product and `argpartition`: exact cosine top-k.
+The product is memory-bound, so one BLAS thread serves it best (`limit_blas_threads`).
 """
 
 from __future__ import annotations
