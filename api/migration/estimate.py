@@ -17,8 +17,7 @@ from typing import Any
 
 import structlog
 
-from api.migration.repository import MigrationNotes
-from api.migration.reuse import ESTIMATE_PROJECTION, ReuseLookup
+from api.migration.repository import ESTIMATE_PROJECTION, MigrationNotes, ReuseLookup
 from api.migration.selection import REASONS, Selection, reason, unaddressable_detail
 from api.notes.stored import check_indexable, note_content, note_title
 
@@ -63,7 +62,7 @@ class Estimate:
 
     def add_unchunkable(self, note_id: Any, error: str) -> None:
         """Count a note the chunker cannot take; list the first `MAX_LISTED_UNCHUNKABLE`
-        (the list had no bound: a database of broken notes filled memory with it)."""
+        (a bound, so a database of broken notes cannot fill memory with the list)."""
         self.notes += 1
         self.unchunkable_count += 1
         if len(self.unchunkable) < MAX_LISTED_UNCHUNKABLE:
@@ -117,8 +116,8 @@ class Estimate:
         }
 
 
-# A dry-run page also stops at this much note text: a page of 200 notes of 2 MB, chunked at
-# once, held ~1.5 GB (found by review); a page is chunked at ~7.5 times its text.
+# A dry-run page also stops at this much note text: a page is chunked at once, in memory
+# several times the size of its text.
 PAGE_CHARS = 16_000_000
 MAX_LISTED_UNCHUNKABLE = 1000
 
@@ -203,32 +202,49 @@ async def estimate(
         after = docs[-1]["_id"]
         if remaining is not None:
             remaining -= len(docs)
-        fetched = len(docs)
-        if max_attempts is not None:
-            now = datetime.now(UTC)
-            workable = [d for d in docs if not out_of_attempts(d, now, max_attempts)]
-            result.out_of_attempts += len(docs) - len(workable)
-            docs = workable
-        planned = await asyncio.to_thread(chunk_batch, chunker, tokenizer, docs)
-        hashes = sorted({h for p in planned if not isinstance(p, Exception) for h, _ in p})
-        authors = {d.get("author_id") for d in docs}
-        known = await reuse.chunk_hashes(authors, selection.embedding_model, hashes)
-        cached = await reuse.cached_hashes(authors, selection.embedding_model, hashes)
-        # Duplicates are tracked per batch only: a set over a huge database would not fit
-        # in memory; cross-batch duplicates count as embedded (that errs high). Within a
-        # batch a repeated chunk counts once, as if notes were indexed one after another:
-        # the run indexes `--concurrency` notes at once, so two identical notes in flight
-        # together are both embedded, and the run can embed a few more tokens than this
-        # says (63 of 44 348 in a review's 50-duplicate test).
-        seen: set[tuple[Any, str]] = set()
-        for doc, chunks in zip(docs, planned, strict=True):
-            result.reasons[reason(doc, selection.chunking_version, selection.embedding_model)] += 1
-            if isinstance(chunks, Exception):
-                result.add_unchunkable(doc["_id"], f"{type(chunks).__name__}: {chunks}")
-                continue
-            result.add_note(doc.get("author_id"), chunks, known=known, cached=cached, seen=seen)
+        workable = docs if max_attempts is None else _workable(result, docs, max_attempts)
+        await _add_page(result, workable, reuse, selection, chunker, tokenizer)
         if on_progress is not None:
-            on_progress(fetched)
+            on_progress(len(docs))
     fields = {k: v for k, v in result.as_dict().items() if k not in ("reasons", "unchunkable")}
     log.info("migration.dry_run", **fields)
     return result
+
+
+def _workable(
+    result: Estimate, docs: list[dict[str, Any]], max_attempts: int
+) -> list[dict[str, Any]]:
+    """`docs` but the notes out of attempts, which `result` counts apart."""
+    now = datetime.now(UTC)
+    workable = [d for d in docs if not out_of_attempts(d, now, max_attempts)]
+    result.out_of_attempts += len(docs) - len(workable)
+    return workable
+
+
+async def _add_page(
+    result: Estimate,
+    docs: list[dict[str, Any]],
+    reuse: ReuseLookup,
+    selection: Selection,
+    chunker: Any,
+    tokenizer: Any,
+) -> None:
+    """Chunk and count one page of notes into `result`.
+
+    Duplicates are tracked per page only (a set over a huge database would not fit in
+    memory): cross-page duplicates count as embedded, which errs high. Within a page a
+    repeated chunk counts once, as if notes were indexed one after another; the run indexes
+    `--concurrency` notes at once, so two identical notes in flight together are both
+    embedded, and the run can embed a few more tokens than this says."""
+    planned = await asyncio.to_thread(chunk_batch, chunker, tokenizer, docs)
+    hashes = sorted({h for p in planned if not isinstance(p, Exception) for h, _ in p})
+    authors = {d.get("author_id") for d in docs}
+    known = await reuse.chunk_hashes(authors, selection.embedding_model, hashes)
+    cached = await reuse.cached_hashes(authors, selection.embedding_model, hashes)
+    seen: set[tuple[Any, str]] = set()
+    for doc, chunks in zip(docs, planned, strict=True):
+        result.reasons[reason(doc, selection.chunking_version, selection.embedding_model)] += 1
+        if isinstance(chunks, Exception):
+            result.add_unchunkable(doc["_id"], f"{type(chunks).__name__}: {chunks}")
+            continue
+        result.add_note(doc.get("author_id"), chunks, known=known, cached=cached, seen=seen)

@@ -83,8 +83,7 @@ async def connect(settings: Settings, *, read_only: bool) -> AsyncIterator[Async
         db = client[settings.mongodb_db]
         with pymongo.timeout(max(settings.mongodb_timeout_ms / 1000, 1.0)):
             await db.command("ping")
-            # Likewise a mistyped MONGODB_DB: it was checked as "0 notes, clean" (found by
-            # review).
+            # Likewise a mistyped MONGODB_DB, which would read as "0 notes, clean".
             if not await db.list_collection_names(filter={"name": "notes"}):
                 raise FileNotFoundError(
                     f"database {settings.mongodb_db!r} has no notes collection: check "
@@ -184,8 +183,7 @@ async def _dry_run(
 ) -> int:
     from api.migration.estimate import estimate
     from api.migration.progress import render_estimate, stop_quietly
-    from api.migration.repository import MigrationNotes
-    from api.migration.reuse import ReuseLookup
+    from api.migration.repository import MigrationNotes, ReuseLookup
 
     notes = MigrationNotes(db)
     total = await notes.count(selection)

@@ -1,16 +1,20 @@
-"""Queries on `notes` that the migration runs (selection, enqueueing, progress reads).
-
-Kept with the other `notes` queries in this package; the filters themselves are built by the
-pure functions of `api.migration.selection`."""
+"""The migration's database access: its queries on `notes` (selection, enqueueing, state
+reads; the filters are built by the pure functions of `api.migration.selection`), and the
+dry run's look-ups of reusable embeddings (hashes only: the dry run must not pull kilobytes
+of vectors per chunk just to count them; the queries live with their collections,
+`ChunksRepository` and `EmbeddingCacheRepository`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
 from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
 
+from api.chunk_store.cache import EmbeddingCacheRepository
+from api.chunk_store.repository import ChunksRepository
 from api.migration.selection import (
     STATE_PROJECTION,
     Selection,
@@ -20,6 +24,21 @@ from api.migration.selection import (
     shape_filter,
     shape_update,
 )
+
+# What the dry run needs to chunk a note and explain why it was selected.
+ESTIMATE_PROJECTION = {
+    "title": 1,
+    "content_md": 1,
+    "author_id": 1,
+    "version": 1,
+    "index_status": 1,
+    "indexed_version": 1,
+    "chunk_count": 1,
+    "chunking_version": 1,
+    "embedding_model": 1,
+    "index_attempts": 1,
+    "lease_expires_at": 1,
+}
 
 
 class MigrationNotes:
@@ -82,8 +101,8 @@ class MigrationNotes:
     async def normalize_shapes(self, selection: Selection, now: datetime, batch: int) -> int:
         """Store legacy shapes (`shape_filter`) as the API writes them, `batch` notes per
         update in `_id` order; returns how many notes changed. Title, content, tags and
-        index state are never written. In batches: one update over a large collection
-        outlived the client's socket timeout (found by review)."""
+        index state are never written. In batches: one update over a large collection would
+        outlive the client's socket timeout."""
         legacy, update = shape_filter(selection), shape_update(now)
         changed, after = 0, None
         while True:
@@ -155,3 +174,25 @@ class MigrationNotes:
         )
         cursor = self.collection.find(query, {"_id": 1}).sort("_id", 1).limit(limit)
         return [doc["_id"] async for doc in cursor]
+
+
+class ReuseLookup:
+    """Which content hashes already have a vector for a model."""
+
+    def __init__(self, db: AsyncDatabase) -> None:
+        self._chunks = ChunksRepository(db)
+        self._cache = EmbeddingCacheRepository(db)
+
+    async def chunk_hashes(
+        self, authors: Iterable[Any], model: str, hashes: list[str]
+    ) -> set[tuple[Any, str]]:
+        """(author_id, content_hash) pairs with a stored chunk vector from `model`; the
+        reconciler reuses vectors across an author's notes, never across authors."""
+        return await self._chunks.hashes_with_vectors(authors, model, hashes)
+
+    async def cached_hashes(
+        self, authors: Iterable[Any], model: str, hashes: list[str]
+    ) -> set[tuple[Any, str]]:
+        """(author_id, content_hash) pairs in the embedding cache for `model` (it is
+        scoped by author too)."""
+        return await self._cache.present_hashes(authors, model, hashes)

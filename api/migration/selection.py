@@ -68,8 +68,8 @@ class Selection:
         """The operator's filters only (active notes, authors, created_at). A note with no
         `status` (older documents) is active, as the API reads it; enqueueing stores it.
         `addressable`: only notes whose `_id` is an ObjectId, the only ids the API can
-        address (False: only the others, which the run reports instead of indexing). Range
-        pages over `_id` compare one BSON type only, so mixed ids were also never reached."""
+        address (False: only the others, which the run reports instead of indexing; range
+        pages over `_id` compare one BSON type only, so they would never reach them)."""
         query: dict[str, Any] = {"status": {"$in": ["active", None]}} if active_only else {}
         kind = {"$type": "objectId"}
         query["_id"] = kind if addressable else {"$not": kind}
@@ -77,8 +77,8 @@ class Selection:
             query["author_id"] = {"$in": list(self.authors)}
         if self.since is not None:
             # As enqueueing reads it: a legacy ISO string or epoch milliseconds is the date
-            # it spells (a plain range skipped such notes silently; found by review), and a
-            # note with no creation date was created at its `_id`'s second.
+            # it spells (a plain range would skip such notes silently), and a note with no
+            # creation date was created at its `_id`'s second.
             created = {"$ifNull": [_as_date("$created_at"), _as_date("$_id")]}
             query["$expr"] = {"$gte": [created, {"$literal": self.since}]}
         return query
@@ -135,14 +135,14 @@ def unaddressable_detail(note_id: Any) -> str:
 def _as_date(path: str) -> dict[str, Any]:
     """A stored time as a date (ISO strings, epoch milliseconds, an ObjectId's second), or
     null, as `api.notes.stored.as_datetime` reads it. A number past what a date holds is
-    null: converting it made the server fail the whole batch's update (found by review)."""
+    null: converting it makes the server fail the whole batch's update."""
     convert = {"$convert": {"input": "$$v", "to": "date", "onError": None, "onNull": None}}
     numeric = {"$in": [{"$type": "$$v"}, ["int", "long", "double", "decimal"]]}
     whole = {"$trunc": "$$v"}
     out_of_range = {"$or": [{"$lt": [whole, FIRST_MS]}, {"$gt": [whole, LAST_MS]}]}
-    # A string only with a four-digit year (the server read "10000-01-01" as 2000), and any
-    # result past what a date holds is null (an offset pushed "9999-12-31T23:00-05:00"
-    # there and the server failed the whole batch); `as_datetime` applies the same rules.
+    # A string only with a four-digit year (the server reads "10000-01-01" as 2000), and any
+    # result past what a date holds is null (an offset can push "9999-12-31T23:00-05:00"
+    # there, and the server fails the whole batch); `as_datetime` applies the same rules.
     bad_string = {
         "$and": [
             {"$eq": [{"$type": "$$v"}, "string"]},
@@ -176,17 +176,17 @@ def enqueue_update(now: datetime, reserve_until: datetime | None = None) -> list
 
     Only missing fields are filled (`version` → 1, `status` → active, `updated_at` →
     `created_at`, the index fields → their empty values) and times stored as strings or
-    numbers become dates (else the `_id`'s second, else now: a string `created_at` sorted
-    apart from every date in listings and broke their cursors); title, content and tags are
-    never written (readers take their legacy shapes, `api.notes.stored`), and an existing
-    `version` is only rewritten as every reader already reads it (`WHOLE_VERSION`: a legacy
-    "3" or 3.0 becomes 3, junk becomes 1), so an edit the API makes at any moment survives
-    whichever write lands first:
-    the API's writes also just set `pending`, and versions only grow. The attempt budget is
-    reset, so `failed` notes are retried, except for a note whose last run died with its
-    process (`indexing`, lease run out): it stays that, claimable, with its attempts, so a
-    note that kills every process indexing it ends `failed` after the attempt budget instead
-    of killing every rerun of the migration at the same place (found by review).
+    numbers become dates (else the `_id`'s second, else now: a string `created_at` sorts
+    apart from every date in listings and breaks their cursors); title, content and tags
+    are never written (readers take their legacy shapes, `api.notes.stored`), and an
+    existing `version` is only rewritten as every reader already reads it (`WHOLE_VERSION`:
+    a legacy "3" or 3.0 becomes 3, junk becomes 1), so an edit the API makes at any moment
+    survives whichever write lands first: the API's writes also just set `pending`, and
+    versions only grow. The attempt budget is reset, so `failed` notes are retried, except
+    for a note whose last run died with its process (`indexing`, lease run out): it stays
+    that, claimable, with its attempts, so a note that kills every process indexing it ends
+    `failed` after the attempt budget instead of killing every rerun of the migration at
+    the same place.
     """
     # The filter saw its lease run out (an `indexing` note with no lease is no claim at all).
     died = {
@@ -202,8 +202,7 @@ def enqueue_update(now: datetime, reserve_until: datetime | None = None) -> list
                 "version": WHOLE_VERSION,
                 "updated_at": _UPDATED_AT,
                 # A millisecond before its re-queue (`next_attempt_at`, now): a user's write
-                # stamps both alike, and this must never read as one (`_users_write`; found
-                # by review: released legacy notes did).
+                # stamps both alike, and this must never read as one (`_users_write`).
                 "changed_at": _fill("changed_at", now - timedelta(milliseconds=1)),
                 "indexed_version": _fill("indexed_version", None),
                 "chunk_count": _fill("chunk_count", 0),
@@ -245,8 +244,8 @@ def shape_filter(selection: Selection) -> dict[str, Any]:
     """Notes of the operator's filters (any status, indexed or not) still stored in a legacy
     shape: no `status` or one the API never writes, or `created_at`/`updated_at` not a
     date. Enqueueing fixes the notes it selects, but a legacy note an API worker indexed
-    first (after an edit, or a `check --repair`) was never selected, so it kept a string
-    `created_at` that listings page apart from every date (found by review)."""
+    first (after an edit, or a `check --repair`) is never selected, and would keep a string
+    `created_at` that listings page apart from every date."""
     legacy = {
         "$or": [
             {"status": {"$nin": ["active", "trashed"]}},
@@ -266,8 +265,8 @@ def _users_write(now: datetime) -> dict[str, Any]:
     """A user's write no worker has finished: queued (or claimed by a worker that died)
     by the write itself, which stamps `changed_at` and `next_attempt_at` alike. Other
     re-queues (a new chunker or model at start-up, a retry's back-off, a recheck) move
-    `next_attempt_at` alone, and a legacy note has no `changed_at` (found by review: the
-    notes a start-up re-queued for a new chunker were left to the workers)."""
+    `next_attempt_at` alone, and a legacy note has no `changed_at`: those are the
+    migration's to index."""
     return {
         "$and": [
             {"$in": ["$index_status", ["pending", "indexing"]]},

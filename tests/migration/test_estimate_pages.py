@@ -13,8 +13,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 import api.migration.estimate as estimate_module
 from api.config import Settings
 from api.migration.estimate import Estimate, estimate
-from api.migration.repository import MigrationNotes
-from api.migration.reuse import ReuseLookup
+from api.migration.repository import MigrationNotes, ReuseLookup
 from api.migration.selection import Selection
 from api.providers import build_chunker, build_embedder, embedding_model_key
 
