@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyromark
 
@@ -81,73 +82,95 @@ class Document:
 def parse(src: SourceText) -> Document:
     """Parse the note into blocks (see module docstring)."""
     body_start = front_matter_end(src.data)
-    base = body_start
     text = src.text if body_start == 0 else src.data[body_start:].decode("utf-8")
     if src.has_cr:
         text = bare_cr_as_newline(text)
-    blocks: list[Block] = []
-    top: list[int] = []
+    tree = _Tree(body_start)
     # One entry per open Start event: the block index, or -1 for inline/ignored elements.
-    stack: list[int] = []
-    open_blocks: list[int] = []
-    heading: Block | None = None
-    heading_parts: list[str] = []
+    stack, open_blocks = tree.stack, tree.open_blocks
     for event, span in _PARSER.events_with_range(text):
         if type(event) is not dict:
-            if event == "Rule" and len(open_blocks) < MAX_BLOCK_DEPTH:
-                _add(
-                    blocks,
-                    top,
-                    open_blocks,
-                    Block("rule", span["start"] + base, span["end"] + base, len(open_blocks)),
-                )
-            elif heading is not None:
-                heading_parts.append(" ")  # soft/hard break inside a setext heading
-            continue
-        if "Start" in event:
+            if event == "Rule" or tree.heading is not None:
+                tree.leaf(event, span)
+        elif "Start" in event:
             tag = event["Start"]
-            if type(tag) is str:
-                name, payload = tag, None
+            name = tag if type(tag) is str else next(iter(tag))
+            if name in _BLOCK_KINDS and len(open_blocks) < MAX_BLOCK_DEPTH:
+                tree.start(name, tag, span)
             else:
-                name, payload = next(iter(tag.items()))
-            kind = _BLOCK_KINDS.get(name)
-            depth = len(open_blocks)
-            if kind is None or depth >= MAX_BLOCK_DEPTH:
                 stack.append(-1)
-                continue
-            block = Block(kind, span["start"] + base, span["end"] + base, depth)
-            if kind == "heading":
-                block.level = int(payload["level"][1])
-                if depth == 0:
-                    heading = block
-                    heading_parts = []
-            elif kind == "code":
-                block.info = payload["Fenced"] if type(payload) is dict else None
-            index = _add(blocks, top, open_blocks, block)
-            stack.append(index)
-            open_blocks.append(index)
         elif "End" in event:
-            if stack.pop() >= 0:
-                done = blocks[open_blocks.pop()]
-                if done is heading:
-                    done.text = heading_text("".join(heading_parts))
-                    heading = None
-        elif heading is not None:
-            for key in _HEADING_TEXT_EVENTS:
-                if key in event:
-                    heading_parts.append(event[key])
-                    break
-    return Document(src=src, body_start=body_start, blocks=blocks, top=top)
+            if stack[-1] < 0:
+                stack.pop()
+            else:
+                tree.end()
+        elif tree.heading is not None:
+            tree.inline(event)
+    return Document(src=src, body_start=body_start, blocks=tree.blocks, top=tree.top)
 
 
-def _add(blocks: list[Block], top: list[int], open_blocks: list[int], block: Block) -> int:
-    index = len(blocks)
-    blocks.append(block)
-    if open_blocks:
-        blocks[open_blocks[-1]].children.append(index)
-    else:
-        top.append(index)
-    return index
+class _Tree:
+    """The blocks of one note, built from pulldown-cmark's events in order."""
+
+    __slots__ = ("base", "blocks", "heading", "heading_parts", "open_blocks", "stack", "top")
+
+    def __init__(self, base: int) -> None:
+        self.base = base  # byte offset of the parsed text in the note
+        self.blocks: list[Block] = []
+        self.top: list[int] = []
+        self.stack: list[int] = []  # see `parse`
+        self.open_blocks: list[int] = []
+        self.heading: Block | None = None  # the open top-level heading
+        self.heading_parts: list[str] = []
+
+    def leaf(self, event: str, span: dict[str, int]) -> None:
+        """An event without content: a thematic break, or a line break."""
+        if event == "Rule" and len(self.open_blocks) < MAX_BLOCK_DEPTH:
+            start, end = span["start"] + self.base, span["end"] + self.base
+            self._add(Block("rule", start, end, len(self.open_blocks)))
+        elif self.heading is not None:
+            self.heading_parts.append(" ")  # soft/hard break inside a setext heading
+
+    def start(self, name: str, tag: str | dict[str, Any], span: dict[str, int]) -> None:
+        """A block opens: `name` is a key of _BLOCK_KINDS, `tag` its event's payload."""
+        kind = _BLOCK_KINDS[name]
+        payload = None if type(tag) is str else tag[name]
+        depth = len(self.open_blocks)
+        block = Block(kind, span["start"] + self.base, span["end"] + self.base, depth)
+        if kind == "heading":
+            block.level = int(payload["level"][1])
+            if depth == 0:
+                self.heading = block
+                self.heading_parts = []
+        elif kind == "code":
+            block.info = payload["Fenced"] if type(payload) is dict else None
+        index = self._add(block)
+        self.stack.append(index)
+        self.open_blocks.append(index)
+
+    def end(self) -> None:
+        """The innermost open block closes."""
+        self.stack.pop()
+        done = self.blocks[self.open_blocks.pop()]
+        if done is self.heading:
+            done.text = heading_text("".join(self.heading_parts))
+            self.heading = None
+
+    def inline(self, event: dict[str, str]) -> None:
+        """Inline content inside the open top-level heading: its breadcrumb text."""
+        for key in _HEADING_TEXT_EVENTS:
+            if key in event:
+                self.heading_parts.append(event[key])
+                return
+
+    def _add(self, block: Block) -> int:
+        index = len(self.blocks)
+        self.blocks.append(block)
+        if self.open_blocks:
+            self.blocks[self.open_blocks[-1]].children.append(index)
+        else:
+            self.top.append(index)
+        return index
 
 
 def heading_text(raw: str) -> str:

@@ -199,9 +199,7 @@ def parse_notes(text: str, source: str = "notes.jsonl") -> dict[str, Note]:
     return notes
 
 
-def _resolve_gold(
-    entry: Any, notes: Mapping[str, Note], at: DatasetIssue
-) -> tuple[Gold | None, str | None]:
+def _resolve_gold(entry: Any, notes: Mapping[str, Note]) -> tuple[Gold | None, str | None]:
     """Gold for one entry, or an error message."""
     if not isinstance(entry, dict):
         return None, "gold entry must be an object"
@@ -213,32 +211,51 @@ def _resolve_gold(
     if note is None:
         return None, f"gold note_id {entry.get('note_id')!r} is not in the notes file"
     headings, span = entry.get("headings"), entry.get("span")
+    error = _gold_shape_error(headings, span, note)
+    if error is not None:
+        return None, error
+    if headings is None:
+        return _gold_by_span(note, span)
+    return _gold_by_headings(note, tuple(normalize_heading(h) for h in headings), span)
+
+
+def _gold_shape_error(headings: Any, span: Any, note: Note) -> str | None:
+    """What is wrong with a gold entry's `headings` and `span` as written, if anything."""
     if headings is None and span is None:
-        return None, "gold entry needs `headings` or `span`"
+        return "gold entry needs `headings` or `span`"
     if headings is not None and (
         not isinstance(headings, list) or not all(isinstance(h, str) for h in headings)
     ):
-        return None, "gold `headings` must be a list of strings"
-    if span is not None:
-        if (
-            not isinstance(span, list)
-            or len(span) != 2
-            or not all(isinstance(x, int) and not isinstance(x, bool) for x in span)
-        ):
-            return None, "gold `span` must be [start, end] integers"
-        if not 0 <= span[0] < span[1] <= len(note.content_md):
-            return None, (
-                f"gold span {span} is outside note {note.id!r} "
-                f"(content_md has {len(note.content_md)} characters) or empty"
-            )
-    if headings is None:
-        by_span = [s for s in note.sections if list(s.span) == span]
-        if not by_span:
-            return None, f"gold span {span} is not the own body of any section of {note.id!r}"
-        return Gold(note.id, by_span[0].headings, by_span[0].span), None
-    wanted = tuple(normalize_heading(h) for h in headings)
-    every = all_sections(note.content_md, note.title)
-    matches = [s for s in every if s.headings == wanted]
+        return "gold `headings` must be a list of strings"
+    if span is None:
+        return None
+    if (
+        not isinstance(span, list)
+        or len(span) != 2
+        or not all(isinstance(x, int) and not isinstance(x, bool) for x in span)
+    ):
+        return "gold `span` must be [start, end] integers"
+    if not 0 <= span[0] < span[1] <= len(note.content_md):
+        return (
+            f"gold span {span} is outside note {note.id!r} "
+            f"(content_md has {len(note.content_md)} characters) or empty"
+        )
+    return None
+
+
+def _gold_by_span(note: Note, span: list[int]) -> tuple[Gold | None, str | None]:
+    """The section whose own body is exactly `span`."""
+    by_span = [s for s in note.sections if list(s.span) == span]
+    if not by_span:
+        return None, f"gold span {span} is not the own body of any section of {note.id!r}"
+    return Gold(note.id, by_span[0].headings, by_span[0].span), None
+
+
+def _gold_by_headings(
+    note: Note, wanted: tuple[str, ...], span: list[int] | None
+) -> tuple[Gold | None, str | None]:
+    """The one non-empty section at breadcrumb `wanted` (the one at `span` when given)."""
+    matches = [s for s in all_sections(note.content_md, note.title) if s.headings == wanted]
     if not matches:
         paths = [" > ".join(s.headings) for s in note.sections]
         close = difflib.get_close_matches(" > ".join(wanted), paths, n=3, cutoff=0.4)
@@ -285,7 +302,7 @@ def _question_from_row(
         problems.append(issue("`gold` must be a non-empty list"))
         entries = []
     for position, entry in enumerate(entries):
-        gold, error = _resolve_gold(entry, notes, at)
+        gold, error = _resolve_gold(entry, notes)
         if error is not None:
             problems.append(issue(f"gold[{position}]: {error}"))
         elif gold is not None and any(

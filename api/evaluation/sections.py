@@ -106,48 +106,62 @@ def scan_headings(text: str) -> list[Heading]:
         if offset < skip_to:
             continue
         if fence is not None:
-            close = _FENCE_OPEN.match(line)
-            if (
-                close
-                and close.group(1)[0] == fence[0]
-                and len(close.group(1)) >= fence[1]
-                and not close.group(2).strip()
-            ):
+            if _closes(line, fence):
                 fence = None
             continue
-        opening = _FENCE_OPEN.match(line)
-        if opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
-            fence = (opening.group(1)[0], len(opening.group(1)))
+        fence = _opened_fence(line)
+        if fence is not None:
             paragraph = []
             continue
-        atx = _ATX.match(line)
-        if atx:
-            level = len(atx.group(1))
-            end = _line_end(text, offset)
-            headings.append(Heading(level, _atx_text(atx.group(2)), index + 1, offset, end))
+        heading = _heading_at(text, lines, index, paragraph)
+        if heading is not None:
+            headings.append(heading)
             paragraph = []
-            continue
-        underline = _SETEXT_UNDERLINE.match(line)
-        if underline and paragraph:
-            first = paragraph[0]
-            words = " ".join(lines[i][1].strip() for i in paragraph)
-            level = 1 if underline.group(1)[0] == "=" else 2
-            headings.append(
-                Heading(
-                    level,
-                    normalize_heading(words),
-                    first + 1,
-                    lines[first][0],
-                    _line_end(text, offset),
-                )
-            )
-            paragraph = []
-            continue
-        if not line.strip() or _THEMATIC_BREAK.match(line) or _OTHER_BLOCK.match(line):
+        elif not line.strip() or _THEMATIC_BREAK.match(line) or _OTHER_BLOCK.match(line):
             paragraph = []
         elif paragraph or not _INDENTED.match(line):
             paragraph.append(index)
     return headings
+
+
+def _opened_fence(line: str) -> tuple[str, int] | None:
+    """(fence char, length) when `line` opens a fenced code block (a backtick fence's info
+    string holds no backtick)."""
+    opening = _FENCE_OPEN.match(line)
+    if opening is None or (opening.group(1)[0] == "`" and "`" in opening.group(2)):
+        return None
+    return opening.group(1)[0], len(opening.group(1))
+
+
+def _closes(line: str, fence: tuple[str, int]) -> bool:
+    """Whether `line` closes the code block opened by `fence`."""
+    close = _FENCE_OPEN.match(line)
+    return bool(
+        close
+        and close.group(1)[0] == fence[0]
+        and len(close.group(1)) >= fence[1]
+        and not close.group(2).strip()
+    )
+
+
+def _heading_at(
+    text: str, lines: list[tuple[int, str]], index: int, paragraph: list[int]
+) -> Heading | None:
+    """The heading line `index` makes: an ATX heading, or the setext underline of the open
+    `paragraph`."""
+    offset, line = lines[index]
+    atx = _ATX.match(line)
+    if atx:
+        level = len(atx.group(1))
+        return Heading(level, _atx_text(atx.group(2)), index + 1, offset, _line_end(text, offset))
+    underline = _SETEXT_UNDERLINE.match(line)
+    if not (underline and paragraph):
+        return None
+    first = paragraph[0]
+    words = " ".join(lines[i][1].strip() for i in paragraph)
+    level = 1 if underline.group(1)[0] == "=" else 2
+    end = _line_end(text, offset)
+    return Heading(level, normalize_heading(words), first + 1, lines[first][0], end)
 
 
 def _line_end(text: str, offset: int) -> int:

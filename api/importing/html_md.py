@@ -247,15 +247,33 @@ def _clean(soup: BeautifulSoup) -> Tag:
     chrome, context = _outermost(soup, texinfo)
     for tag in chrome:
         tag.decompose()  # descendants go with it
+    remaining = _without_page_chrome(soup, context)
+    _cap_colspans(remaining)
+    _clean_links(remaining, context)
+    _clean_images(remaining)
+    return _content_root(soup, remaining)
+
+
+def _without_page_chrome(soup: BeautifulSoup, context: dict[int, int]) -> list[Tag]:
+    """The elements left after page-level headers and footers (outside any sectioning
+    element) are removed, in document order."""
     remaining = [tag for tag in soup.find_all(True) if id(tag) in context]
     for tag in remaining:
         if tag.name in _PAGE_CHROME_TAGS and not context[id(tag)] & 1:
             tag.decompose()
-    remaining = [tag for tag in remaining if tag.name]  # decomposed tags have name ""
-    for tag in remaining:
+    return [tag for tag in remaining if tag.name]  # decomposed tags have name ""
+
+
+def _cap_colspans(tags: list[Tag]) -> None:
+    for tag in tags:
         if tag.name in ("td", "th") and str(tag.get("colspan") or "").isdigit():
             tag["colspan"] = str(min(int(tag["colspan"]), MAX_COLSPAN))
-    for link in (tag for tag in remaining if tag.name == "a"):
+
+
+def _clean_links(tags: list[Tag], context: dict[int, int]) -> None:
+    """Drop permalink markers; unwrap links into the page, inside headings or to unsafe
+    schemes; make the URLs kept unable to close their markdown link."""
+    for link in (tag for tag in tags if tag.name == "a"):  # lazily: a link may go with one
         href = str(link.get("href") or "")
         if _is_permalink(link):
             link.decompose()
@@ -263,18 +281,27 @@ def _clean(soup: BeautifulSoup) -> Tag:
             link.unwrap()
         elif href:
             link["href"] = href.strip().translate(_URL_UNSAFE)
-    for img in (tag for tag in remaining if tag.name == "img"):
+
+
+def _clean_images(tags: list[Tag]) -> None:
+    """Safe alt text and URLs; an image without a usable source becomes its alt text."""
+    for img in (tag for tag in tags if tag.name == "img"):
         src = str(img.get("src") or "")
         if img.get("alt"):
             img["alt"] = str(img["alt"]).translate(_ALT_UNSAFE)
         if src and not _unsafe_href(src):
             img["src"] = src.strip().translate(_URL_UNSAFE)
-        if not src or _unsafe_href(src):
-            alt = str(img.get("alt") or "").strip()
-            if alt:
-                img.replace_with(alt)
-            else:
-                img.decompose()
+            continue
+        alt = str(img.get("alt") or "").strip()
+        if alt:
+            img.replace_with(alt)
+        else:
+            img.decompose()
+
+
+def _content_root(soup: BeautifulSoup, remaining: list[Tag]) -> Tag:
+    """The single `<main>` (or `role="main"`) element, else the body, else the whole
+    document without its `<head>`."""
     mains = [tag for tag in remaining if tag.name == "main"] or [
         tag for tag in remaining if tag.name and tag.get("role") == "main"
     ]
