@@ -222,8 +222,8 @@ async def test_an_empty_model_answer_falls_back_to_extractive(
 async def test_a_refusing_model_answers_the_same_in_json_and_stream(
     chat_settings: Any, openai_stub: Any
 ) -> None:
-    """The stream used to drop `refusal` deltas, so it fell back to quoting the notes while
-    the JSON answer gave the model's refusal."""
+    """The stream passes on `refusal` deltas: both the stream and the JSON answer give the
+    model's refusal, neither falls back to quoting the notes."""
     refusal = "I'm sorry, but I can't help with that."
     async with running_app(chat_settings) as api:
         h = await api.new_user()
@@ -240,9 +240,9 @@ async def test_a_refusing_model_answers_the_same_in_json_and_stream(
 
 async def test_an_extractive_answer_quotes_the_note_verbatim(api: Api) -> None:
     """A note's own "[7]" stays in the quote and is not a citation (the clean-up of model
-    answers used to run over quotes too: "RFC [7] section 4" became "RFC section 4"). It is
-    escaped, so it renders as written but no [n] of the answer points at nothing (a quoted
-    "see [2]" read as citation 2; found by review)."""
+    answers does not run over quotes: "RFC [7] section 4" stays). It is escaped, so it
+    renders as written but no [n] of the answer points at nothing (a quoted "see [2]" is
+    no citation 2)."""
     h = await api.new_user()
     text = "## Widget\n\nThe widget client retries as RFC [7] section 4 requires, see [2].\n"
     await add(api, h, "Widget", text)
@@ -282,9 +282,8 @@ async def test_bad_chat_requests(api: Api) -> None:
 async def test_a_stream_replaced_by_the_extractive_answer_says_reset_first(
     chat_settings: Any, openai_stub: Any
 ) -> None:
-    """The model answered only with a reference the context lacked ("[9]"): the stream had
-    sent it as a token and then the extractive fallback as one more, with nothing telling
-    the client to discard the first (found by review)."""
+    """The model answers only with a reference the context lacks ("[9]"): the stream sends
+    it as a token, then `reset` (discard it), then the extractive fallback."""
     async with running_app(chat_settings) as api:
         h = await api.new_user()
         await add(api, h, "Postgres backups", BACKUPS)
@@ -303,7 +302,8 @@ async def test_a_stream_replaced_by_the_extractive_answer_says_reset_first(
 async def test_an_answer_of_only_invented_references_falls_back_to_quotes(
     chat_settings: Any, openai_stub: Any
 ) -> None:
-    """ "[98], [99]" left "[99]" as an LLM answer with no citations (found by review)."""
+    """An answer of only invented references ("[98], [99]") is replaced by the extractive
+    answer, not left as an LLM answer with no citations."""
     async with running_app(chat_settings) as api:
         h = await api.new_user()
         await add(api, h, "Postgres backups", BACKUPS)
@@ -320,9 +320,8 @@ async def test_a_model_failing_mid_stream_ends_in_the_extractive_answer_as_json_
     chat_settings: Any, openai_stub: Any, how: str
 ) -> None:
     """The model breaks off after a few tokens, with an error event or a dropped
-    connection. The stream used to end in `error` either way, where the JSON path answers
-    with quotes: it now says `reset` and ends with the same extractive answer and
-    citations, with a warning."""
+    connection. Like the JSON path, which answers with quotes, the stream says `reset` and
+    ends with the same extractive answer and citations, with a warning."""
     async with running_app(chat_settings) as api:
         h = await api.new_user()
         await add(api, h, "Postgres backups", BACKUPS)

@@ -32,9 +32,8 @@ def _note(note_id: str, text: str, score: float = 1.0) -> NoteResult:
 
 def test_a_huge_section_is_cut_before_it_is_tokenised() -> None:
     """A 2 MB section (one chunk: the local model reads each 8 000-letter word as one
-    unknown token) was counted whole, then binary-searched prefix by prefix: seconds on the
-    event loop per chat, every user's requests stalled (found by review). Now the text is
-    cut to the budget's worth of characters first."""
+    unknown token) is cut to the budget's worth of characters before it is tokenised, not
+    counted whole and binary-searched prefix by prefix."""
     count = tiktoken_tokenizer("cl100k_base").count
     counted: list[int] = []
 
@@ -64,8 +63,8 @@ def test_a_section_that_fits_is_given_whole() -> None:
 
 
 def test_a_pasted_images_base64_is_not_given_to_the_model() -> None:
-    """A section holding a 300 KB pasted image used to fill the budget with base64 and cut
-    off the words after it; the model now reads the image's place and alt text."""
+    """A section holding a 300 KB pasted image does not fill the budget with base64: the
+    model reads the image's place and alt text, and the words after it."""
     count = tiktoken_tokenizer("cl100k_base").count
     payload = "iVBORw0KGgoAAAANSUhEUgAA" * 12_500
     image = f"![route map](data:image/png;base64,{payload})"

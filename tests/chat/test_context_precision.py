@@ -1,7 +1,7 @@
-"""Chat's numbered sections contain the passage that matched. Adjacent matching chunks of
-one section were merged without any size bound, and the merged section was then cut to the
-context budget from its start, so the chunk that answered the question (at the end of a
-long section) never reached the model or the extractive answer (found by review)."""
+"""Chat's numbered sections contain the passage that matched: adjacent matching chunks of
+one section merge only up to a size bound, so the chunk that answers the question (at the
+end of a long section) is not cut away to fit the context budget and reaches the model and
+the extractive answer."""
 
 from __future__ import annotations
 
@@ -43,8 +43,8 @@ async def test_the_matching_chunk_of_a_long_section_reaches_the_chat_context(api
     assert "90 days" in chat.json()["answer"], chat.json()["answer"][:600]
 
 
-# A long Japanese section: about a token per character, so 6 000 characters of it filled
-# chat's context alone (found by review).
+# A long Japanese section: about a token per character, so 6 000 characters of it would
+# fill chat's context alone.
 JA_WORDS = [
     "サーバー",
     "設定",

@@ -1,6 +1,6 @@
 """`remove_invented_refs` and `cited_refs` on the shapes of real model answers, with what the
-answer renders as (pyromark, the parser the project uses), and their cost on long answers
-(found by review of the marker-run rewrite)."""
+answer renders as (pyromark, the parser the project uses), and their cost on long
+answers."""
 
 from __future__ import annotations
 
@@ -110,19 +110,19 @@ def test_many_parenthesised_invented_markers_are_linear() -> None:
 
 
 def test_many_code_spans_with_markers_are_linear() -> None:
-    # Each marker walked every prose span.
+    # A marker must not walk every prose span.
     assert _timed(remove_invented_refs, "`c` [9] " * 10000, {1}) < 2.0
 
 
 def test_a_long_stretch_of_spaces_is_linear() -> None:
-    # REF_GROUP's leading "[ \t]*" was retried at every position of a run of spaces.
+    # REF_GROUP's leading space group must not be retried at every position of a run.
     raw = "Backups run nightly." + " " * 40000 + "Done."
     assert _timed(remove_invented_refs, raw, {1}) + _timed(cited_refs, raw) < 2.0
 
 
 def test_dropping_a_marker_never_forms_a_new_citation() -> None:
-    """'[3[9]]' lost its '[9]' and became the citation '[3]', which the model never made
-    (noticed in session 16, now fixed): the invented marker is escaped in place instead."""
+    """Dropping '[9]' from '[3[9]]' would form the citation '[3]', which the model never
+    made: the invented marker is escaped in place instead."""
     for answer in ("Step [3[9]] applies.", "Step [3 [9]] applies.", "A [2] b [3[9]] c [3]."):
         cleaned = remove_invented_refs(answer, {1, 2, 3})
         assert sorted(cited_refs(cleaned)) == sorted(set(cited_refs(answer)) & {1, 2, 3})
@@ -141,17 +141,16 @@ def test_index_zero_is_code_not_a_citation() -> None:
 
 
 def test_a_new_marker_is_caught_even_where_a_group_lost_a_repeat() -> None:
-    """The check compared how often each reference was cited; '[1, 1]' written as '[1]'
-    left room for a '[1]' formed from '[1[9]]' (found by review). It now compares the
-    citations marker by marker."""
+    """The check compares the citations marker by marker, so '[1, 1]' written as '[1]'
+    leaves no room for a '[1]' formed from '[1[9]]'."""
     cleaned = remove_invented_refs("See [1, 1]. Step [1[9]] applies.", {1})
     assert cleaned.count("\\[9\\]") == 1 and cited_refs(cleaned) == [1]
     assert "Step [1\\[9\\]] applies." in cleaned
 
 
 def test_a_zero_padded_number_does_not_hide_the_rest_of_its_group() -> None:
-    """'[1,07]' was no marker at all once zero-padded numbers were refused, so its valid
-    [1] was lost (found by review): the number alone is ignored."""
+    """In '[1,07]' only the zero-padded number is ignored: the group stays a marker and its
+    valid [1] is kept."""
     assert cited_refs("Backups [1,07].") == [1]
     assert remove_invented_refs("Backups [1,07].", {1}) == "Backups [1]."
     assert remove_invented_refs("Take items[0], arr[00] and [0-2].", {1}) == (
@@ -160,7 +159,7 @@ def test_a_zero_padded_number_does_not_hide_the_rest_of_its_group() -> None:
 
 
 def test_a_sources_label_goes_with_the_markers_it_listed() -> None:
-    """`Sources: [9], [10].` with both markers invented became `Sources:.`."""
+    """`Sources: [9], [10].` with both markers invented goes whole, not as `Sources:.`."""
     for raw, expected in (
         ("Backups run at 02:00 UTC [1].\n\nSources: [9], [10].", "Backups run at 02:00 UTC [1]."),
         ("Backups run nightly [1].\n**References:** [7]\nRestore [1].", None),

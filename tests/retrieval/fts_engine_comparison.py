@@ -1,8 +1,8 @@
-"""Measured comparison of full-text engines for the local backend (not a test).
+"""A comparison of full-text engines for the local backend (a script, not a test).
 
 Run: `python -m tests.retrieval.fts_engine_comparison {fts5|tantivy|bm25s}` — tantivy and
 bm25s are NOT project dependencies; install them in a scratch virtualenv to rerun
-(`pip install numpy tantivy bm25s`). Results are quoted in `api/retrieval/local/fulltext.py`.
+(`pip install numpy tantivy bm25s`). Results are in docs/decisions/0002-sqlite-fts5.md.
 
 Corpus: N (default 100 000) chunks of a 6-word heading and a 110-word body drawn Zipf-like
 (s = 1.07) from 20 000 English words of the MiniLM vocabulary the local embedder ships; 200

@@ -27,7 +27,7 @@ def test_definitions_follow_the_documented_shape() -> None:
     mapped = text.definition["mappings"]["fields"]
     assert mapped["author_id"]["type"] == "objectId" and mapped["tags"]["type"] == "token"
     raw = json.loads((INDEX_DIR / "note_chunks_vector_index.json").read_text())
-    assert raw["fields"][0]["numDimensions"] == 1536, "file keeps the roadmap's default"
+    assert raw["fields"][0]["numDimensions"] == 1536, "the file keeps 1536 as its default"
     assert load_specs(1536, vector_name="custom")[0].name == "custom"
 
 

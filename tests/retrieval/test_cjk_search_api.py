@@ -1,6 +1,6 @@
 """Keyword search (BM25, `mode: keyword`, and the keyword half of hybrid) finds a CJK word
-inside a sentence through the API (FTS5's unicode61 tokenizer kept a whole run of CJK
-characters as one token; found by review)."""
+inside a sentence through the API, although FTS5's unicode61 tokenizer keeps a whole run
+of CJK characters as one token."""
 
 from __future__ import annotations
 

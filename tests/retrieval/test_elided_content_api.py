@@ -1,6 +1,6 @@
 """A note with a pasted screenshot (`data:` URI) through the running API: a few chunks, a
 few embeddings, the image kept in its section, search and chat showing its place and alt
-text, not its base64. Before, the note became ~740 chunks (MiniLM), all of them embedded."""
+text, not its base64 (as base64 the note would be ~740 chunks to embed)."""
 
 from __future__ import annotations
 

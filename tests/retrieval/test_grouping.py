@@ -177,9 +177,8 @@ def _sections_of_two_hits(
     ids=["atx", "setext", "bare-cr-atx", "bare-cr-setext"],
 )
 def test_sibling_sections_of_one_name_stay_apart_for_every_heading_form(content: str) -> None:
-    """Two sibling sections with the same title stay two when the text is known. Setext
-    headings and bare-\\r lines were not seen between two chunks: the two sections merged
-    into one citation (found by review)."""
+    """Two sibling sections with the same title stay two when the text is known, whatever
+    the heading form between them (setext headings and bare-\\r lines included)."""
     sections = _sections_of_two_hits(
         content, "Example", "first example body", "second example body"
     )
@@ -188,7 +187,7 @@ def test_sibling_sections_of_one_name_stay_apart_for_every_heading_form(content:
 
 def test_a_dash_line_in_code_between_two_matched_chunks_is_no_heading() -> None:
     """Between chunks that are not adjacent only ATX headings are sought: a YAML `---` in
-    an unmatched code chunk between them split one section in two (found by review)."""
+    an unmatched code chunk between them does not split the section in two."""
     content = "## Deploy\n\nfirst step body\n\n```yaml\na: 1\n---\nb: 2\n```\n\nlast step body\n"
     sections = _sections_of_two_hits(content, "Deploy", "first step body", "last step body", 2)
     assert sections == [[0, 2]]
@@ -203,9 +202,8 @@ def _spans(hits: list, content: str | None = None, **kwargs: int) -> list[list[i
 
 
 def test_the_section_index_keeps_sibling_sections_apart_without_the_note_text() -> None:
-    """While a content edit waits to be indexed the note text is not the indexed one, so
-    two adjacent sibling sections of one name merged into one citation spanning the second
-    heading (found by review); the chunks' section index keeps them apart."""
+    """While a content edit waits to be indexed the note text is not the indexed one; the
+    chunks' section index still keeps two adjacent sibling sections of one name apart."""
     path = ["T", "Setup"]
     first = hit("N", 0, 0.5, heading=path, start=10, text="Install it.", section=0)
     second = hit("N", 1, 0.5, heading=path, start=40, text="Configure it.", section=1)
@@ -213,8 +211,8 @@ def test_the_section_index_keeps_sibling_sections_apart_without_the_note_text() 
 
 
 def test_the_section_index_keeps_apart_same_named_sections_around_another() -> None:
-    """Setup / Billing / Setup (setext): the two Setup chunks merged across the Billing
-    section, whose heading line is not ATX (found by review)."""
+    """Setup / Billing / Setup (setext): the two Setup chunks do not merge across the
+    Billing section, whose heading line is not ATX."""
     content = (
         "Setup\n=====\n\nInstall the zebra.\n\nBilling\n=======\n\nInvoices monthly.\n\n"
         "Setup\n=====\n\nConfigure the zebra.\n"
@@ -242,9 +240,8 @@ def test_a_hash_line_in_code_does_not_split_one_indexed_section() -> None:
 
 
 def test_adjacent_chunks_merge_only_within_max_section_chars() -> None:
-    """A long section whose chunks all match became one span of the whole section, which
-    chat then cut from its start, losing the passage that matched at its end (found by
-    review); adjacent merges now stop at max_section_chars as gap merges do."""
+    """A long section whose chunks all match becomes several spans: adjacent merges stop at
+    max_section_chars as gap merges do, so the passage that matched is not cut away."""
     hits = [
         hit("N", i, 0.5, heading=["T", "Runbook"], start=i * 3000, text="x" * 2990, section=0)
         for i in range(5)
@@ -339,9 +336,9 @@ def test_stored_section_index_is_read_whole_or_not_at_all(
 
 
 def test_cjk_text_weighs_more_against_max_section_chars() -> None:
-    """About a token per CJK character against four English characters a token: a long
-    Japanese section split at 6 000 characters still filled chat's context alone and was
-    cut from its start (found by review)."""
+    """CJK characters count about a token each (English: four characters a token) against
+    max_section_chars, so a long Japanese section splits into spans that fit chat's
+    context."""
 
     def section(text: str) -> list[ChunkHit]:
         step = len(text) + 2

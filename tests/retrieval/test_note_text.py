@@ -130,9 +130,9 @@ def _arbitrary_hits(draw: st.DrawFn) -> tuple[str, list[ChunkHit], int | None]:
 @settings(max_examples=400, deadline=None)
 @given(_arbitrary_hits())
 def test_windows_equal_the_whole_text_for_any_hits(case: tuple) -> None:
-    """A merged span was measured from its first to its last hit in chunk order, so with
-    offsets out of that order it could pass max_section_chars and reach past the windows
-    (found by review); it is now measured as it is cut, lowest start to highest end."""
+    """Grouping with the windows gives what grouping with the whole text gives, for any
+    hits: a merged span is measured as it is cut (lowest start to highest end), so hits
+    whose offsets are out of chunk order never reach past the windows."""
     content, hits, max_chars = case
     spans = section_windows(hits, max_section_chars=max_chars)
     contents = {"N": TextWindows(tuple((a, content[a:b]) for a, b in spans["N"]))} if spans else {}
@@ -156,8 +156,8 @@ def test_windows_equal_the_whole_text_for_any_hits(case: tuple) -> None:
 
 
 def test_many_windows_are_joined_across_the_smallest_gaps() -> None:
-    """mongod's `$substrCP` walks from the string's start to each window: a section hit in
-    200 places cost 200 passes over the note (found by review)."""
+    """Past `MAX_WINDOWS` windows per note the closest are joined (mongod's `$substrCP`
+    walks from the string's start to each window)."""
     path = ["T", "Transcript"]
     starts = [0, 10_000, 10_500, 30_000, 31_000, 60_000, 90_000]
     hits = [hit("N", i, 0.5, heading=path, start=s, text="x" * 100) for i, s in enumerate(starts)]

@@ -1,9 +1,8 @@
 """A note that reads `indexed` is searchable by its author at once.
 
-The note's status moves when its commit lands; the in-process local index applied it one
-database read later, and a search sent in between found nothing (a CI failure of
-tests/chat/test_context_precision.py). A search now waits for its author's commits under
-way in this process. Every test sets the poll to an hour, so nothing else can make the note
+The note's status moves when its commit lands, and the in-process local index applies it
+one database read later: a search waits for its author's commits under way in this
+process. Every test sets the poll to an hour, so nothing else can make the note
 searchable in time. (Commits of other processes arrive by the poll:
 tests/retrieval/test_search_api.py::test_commits_by_another_worker_become_searchable.)"""
 

@@ -45,7 +45,7 @@ async def search(api: Api, h: dict[str, str], query: str, **body: Any) -> dict[s
     return r.json()
 
 
-async def test_roadmap_end_to_end_python_section_first(api: Api) -> None:
+async def test_end_to_end_python_section_first(api: Api) -> None:
     h = await api.new_user()
     await note(api, h, "Coding Tips", CODING_TIPS)
     await note(api, h, "Groceries", "## Monday\n\nMilk, eggs, bread.\n\n## Friday\n\nFish.")
@@ -210,8 +210,7 @@ async def test_bad_search_requests(api: Api) -> None:
         {"query": "x", "filters": {"note_ids": ["nope"]}},
         {"query": "x", "unknown": 1},
         {"query": "x" * 2001},
-        # The schema says date-time string; pydantic alone would take a number as Unix time
-        # (found by schemathesis: -61267423 was accepted).
+        # The schema says date-time string; pydantic alone would take a number as Unix time.
         {"query": "x", "filters": {"updated_after": -61267423}},
         {"query": "x", "filters": {"updated_after": 1.5}},
         {"query": "x", "filters": {"updated_after": True}},
@@ -250,8 +249,8 @@ async def test_bad_search_requests(api: Api) -> None:
     assert (await api.client.post("/v1/search", json={"query": "x"})).status_code == 401
 
 
-# Tags the database cannot hold or no note can have (a lone surrogate was a 500 on the
-# note-level path).
+# Tags the database cannot hold or no note can have (a lone surrogate among them), on the
+# chunk and the note-level paths.
 EDGE_FILTERS: tuple[dict[str, Any], ...] = (
     {"tags": ["\ud800"]},
     {"tags": [""]},
@@ -284,8 +283,8 @@ async def test_filter_edge_values_with_indexed_notes(make_settings: Any, chunkin
                 r = await api.client.post(path, content=body, headers=as_json)
                 assert r.status_code == 422, (path, filters, r.text)
         # Tags are compared as stored (trimmed). Instants an offset moves outside years
-        # 1-9999 in UTC are before / after every note (they were a 500: OverflowError in
-        # the filter index, or in BSON encoding on the note-level path).
+        # 1-9999 in UTC are before / after every note, in the filter index and on the
+        # note-level path.
         for instant, hits in (
             ("0001-01-01T00:00:00Z", ["Backups"]),
             ("0001-01-01T00:00:00+00:01", ["Backups"]),
@@ -334,8 +333,8 @@ async def test_embedding_outage_degrades_hybrid_to_keyword(
         )
         assert r.status_code == 503 and r.json()["error"] == "embedding_unavailable"
         assert "retry-after" in r.headers
-        # Chat says so too: it answered mode llm with no warning while its retrieval had
-        # lost the vectors (found by review).
+        # Chat says so too: its retrieval lost the vectors, so its answer carries the
+        # warning.
         ask = {"message": "when does pg_dump run?"}
         chat = await api.client.post("/v1/chat", json=ask, headers=h)
         assert chat.status_code == 200 and chat.json()["citations"]
@@ -397,10 +396,9 @@ ROOMS_NOTE = (
 
 
 async def test_an_edit_not_yet_indexed_never_moves_the_cited_text(make_settings: Any) -> None:
-    """Between an edit and its re-index, search serves the indexed version's chunks. Their
-    offsets index the OLD text: a merged section used to be cut from the NEW text at those
-    offsets, handing the model and the snippet unrelated text. Sections now keep the text of
-    the version they index, and say which version that is (`note_version`)."""
+    """Between an edit and its re-index, search serves the indexed version's chunks, whose
+    offsets index the OLD text: sections keep the text of the version they index (never
+    the new text cut at old offsets), and say which version that is (`note_version`)."""
     from tests.migration.support import run_in_process
 
     settings = make_settings(autonote_index_workers=0)  # nothing re-indexes behind our back
@@ -463,8 +461,7 @@ async def test_a_title_or_tag_edit_keeps_the_text_usable_for_citations(
 ) -> None:
     """Chunk offsets index the text they were cut from; a tag or title edit moves the
     version but not the text (`content_version`), so until the re-index sections are
-    still cut from the note and sibling sections of one name stay apart (a tags-only
-    edit merged them into one citation; found by review)."""
+    still cut from the note and sibling sections of one name stay apart."""
     notes = "## Notes\n\nAlpha widget calibration uses the blue knob first.\n\n"
     content = notes + notes.replace("Alpha", "Beta").replace("blue knob first", "red knob")
     async with running_app(make_settings(autonote_index_workers=0)) as api:
@@ -500,8 +497,8 @@ async def test_a_title_or_tag_edit_keeps_the_text_usable_for_citations(
 
 async def test_filters_never_pass_a_note_that_no_longer_matches(make_settings: Any) -> None:
     """The index filters on tags and `updated_at` as of each note's last index run; a note
-    whose tags changed since must not pass the old tag's filter (it did until the
-    re-index, in search and in chat's context; found by review)."""
+    whose tags changed since does not pass the old tag's filter before its re-index, in
+    search or in chat's context."""
     async with running_app(make_settings(autonote_index_workers=0)) as api:
         h = await api.new_user()
         r = await api.client.post(
@@ -533,10 +530,9 @@ async def test_filters_never_pass_a_note_that_no_longer_matches(make_settings: A
 async def test_a_note_with_many_matching_chunks_does_not_crowd_out_the_others(
     api: Api,
 ) -> None:
-    """Each retriever fetched a fixed number of chunks (60 here), so a note whose chunks
-    all match filled it and `limit: 10` returned 2 notes though 5 contain the word (found
-    by review with the CommonMark spec). Search now fetches deeper while a list comes back
-    full and short of notes, in every mode."""
+    """A note whose chunks all match can fill a retriever's list (60 chunks here): search
+    fetches deeper while a list comes back full and short of notes, so `limit: 10`
+    returns all 5 notes holding the word, in every mode."""
     h = await api.new_user()
     sections = "\n\n".join(
         f"## Rule {i}\n\nExample {i}: an example of an example, example after example."
@@ -577,9 +573,8 @@ async def test_a_note_with_many_matching_chunks_does_not_crowd_out_the_others(
 
 
 async def test_the_section_holding_the_exact_match_comes_first(api: Api) -> None:
-    """One table section of 20 chunks: the hits' run of eight weak chunks outscored the
-    single chunk holding the row asked for, as a section scored 0.7·max + 0.3·sum of its
-    chunks (found by review). A section now scores as its best chunk."""
+    """One table section of 20 chunks: a section scores as its best chunk, so a run of
+    eight weak chunks does not outscore the single chunk holding the row asked for."""
     h = await api.new_user()
     rows = "\n".join(f"| row{i} | value {i} for the tamarin metric | {3 * i} |" for i in range(262))
     table = await note(api, h, "Metrics", f"## Table\n\n| name | desc | n |\n|---|---|---|\n{rows}")

@@ -1,6 +1,6 @@
 """Search and chat citations are sections of the note: same-named sibling sections stay
-apart, whatever their heading form and also while an edit waits to be indexed (found by
-review; chunks now carry `section_index`)."""
+apart, whatever their heading form and also while an edit waits to be indexed (chunks
+carry `section_index`)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ async def test_chat_citation_never_spans_another_section(api: Api) -> None:
     for c in cites:
         span = SETEXT[c["start_offset"] : c["end_offset"]]
         # One section per citation. The Billing section may be cited in its own right
-        # (whether it is depends on the vector candidates: under a loaded CI it was).
+        # (whether it is depends on the vector candidates).
         assert sum(body in span for body in bodies) == 1, c
         assert ("Invoices" in span) == (c["heading_path"][-1] == "Billing"), c
 
@@ -118,9 +118,9 @@ async def test_the_chunks_listing_shows_each_chunks_section(api: Api) -> None:
 async def test_a_merged_section_of_a_long_note_is_cut_without_reading_the_note(
     api: Api,
 ) -> None:
-    """Two hits in one section are merged into one citation cut from the note's text. The
-    whole note (up to 2 MB) used to be read for that on every search; now only windows of
-    at most `max_section_chars` after each hit are. The cut is still exact."""
+    """Two hits in one section are merged into one citation cut from the note's text,
+    reading only windows of at most `max_section_chars` after each hit, not the whole
+    note; the cut is exact."""
     h = await api.new_user()
     filler = "\n\n".join(
         f"## Chapter {i}\n\n" + f"Ordinary prose about harbour logistics, part {i}. " * 20

@@ -182,8 +182,8 @@ def test_cjk_query_runs_become_character_pairs() -> None:
 
 
 def test_a_cjk_word_inside_a_sentence_is_found_and_ranked_by_its_pairs() -> None:
-    """unicode61 kept a whole CJK run as one token: "東京" found nothing inside
-    "東京の天気は晴れです" (found by review)."""
+    """unicode61 keeps a whole CJK run as one token; indexed per character and queried by
+    pairs, "東京" finds "東京の天気は晴れです"."""
     index = FullTextIndex()
     index.replace_note(0, [data("ja", 0, "東京の天気は晴れです。大阪では雨が降っています。")])
     index.replace_note(1, [data("zh", 0, "北京今天下雨，上海天气晴朗。")])
@@ -205,9 +205,8 @@ def test_a_cjk_word_inside_a_sentence_is_found_and_ranked_by_its_pairs() -> None
 
 
 def test_a_long_cjk_question_keeps_its_last_words() -> None:
-    """Every CJK character pair counted against the 32-term cap, so a one-sentence
-    Japanese question was cut after 33 characters and what it asked about, at its end, was
-    never searched (found by review). Pairs have their own cap."""
+    """CJK character pairs have their own cap, apart from the 32-term one, so what a
+    one-sentence Japanese question asks about at its end is still searched."""
     index = FullTextIndex()
     index.replace_note(0, [data("sapporo", 0, "札幌支店の担当者は田中さんです。")])
     index.replace_note(1, [data("other", 0, "English notes about the garden and the oven.")])
@@ -225,8 +224,8 @@ def test_a_long_cjk_question_keeps_its_last_words() -> None:
 
 
 def test_ideographic_iteration_mark_is_part_of_the_word() -> None:
-    """々 (U+3005) was outside the CJK ranges, so "様々" became the loose terms 様 OR 々
-    and a note holding only 様 (田中様) matched (found by review)."""
+    """々 (U+3005) is inside the CJK ranges, so "様々" is one pair, not the loose terms
+    様 OR 々, and a note holding only 様 (田中様) does not match."""
     index = FullTextIndex()
     index.replace_note(0, [data("various", 0, "様々な方法を試しました。")])
     index.replace_note(1, [data("mr", 0, "田中様へ請求書を送りました。")])
@@ -243,8 +242,8 @@ def _hiragana_index() -> FullTextIndex:
 
 
 def test_a_hiragana_word_in_a_kanji_sentence_is_still_searched() -> None:
-    """Words written in hiragana inside a kanji sentence stay searched: leaving out pairs of
-    two hiragana (as a stop list) lost すし, ありがとう, りんご (found by review)."""
+    """Words written in hiragana inside a kanji sentence stay searched (pairs of two
+    hiragana are kept, not dropped as a stop list would): すし, ありがとう, りんご."""
     index = _hiragana_index()
     assert "す し" in query_terms("すしが好きです")
     assert set(ids(index.search("すしが好きです", 5))) >= {"sushi:0", "shop:0"}
@@ -257,15 +256,16 @@ def test_thanks_in_a_sentence_finds_the_note_holding_it() -> None:
 
 
 def test_the_hiragana_subject_outranks_a_shared_verb() -> None:
-    """'りんごが食べたい' (I want to eat an apple) was searched as 'が 食' OR '食 べ' only, so
-    the apple and sushi notes tied on 食べ."""
+    """'りんごが食べたい' (I want to eat an apple) is searched by all its pairs, its subject
+    りんご's included, so the apple note outranks the sushi note that shares 食べ."""
     hits = _hiragana_index().search("りんごが食べたい", 5)
     scores = dict((c.chunk_id, s) for c, s in hits)
     assert scores["apple:0"] > 2 * scores.get("sushi:0", 0.0), scores
 
 
 def test_a_kanji_suffix_does_not_hide_the_hiragana_word_before_it() -> None:
-    """'おいしいすし屋' became ['し 屋'] only and missed 'おいしいすしのお店'."""
+    """'おいしいすし屋' is searched by all its pairs, not only 'し 屋', so it finds
+    'おいしいすしのお店'."""
     assert "shop:0" in ids(_hiragana_index().search("おいしいすし屋", 5))
 
 
@@ -281,9 +281,8 @@ def test_a_kanji_suffix_does_not_hide_the_hiragana_word_before_it() -> None:
 )
 def test_full_and_half_width_forms_match_their_usual_forms(stored: str, query: str) -> None:
     """Japanese input methods write Latin letters, digits and katakana in full- or
-    half-width forms; each used to be a word of its own, so 'Ｗｉ-Ｆｉ' never matched
-    'Wi-Fi' (found by review). Text and queries are compared in NFKC, as Lucene's CJK
-    width filter and ICU folding do."""
+    half-width forms: 'Ｗｉ-Ｆｉ' matches 'Wi-Fi'. Text and queries are compared with
+    those forms in NFKC, as Lucene's CJK width filter and ICU folding do."""
     index = FullTextIndex()
     index.replace_note(0, [data("n", 0, stored)])
     index.replace_note(1, [data("other", 0, "Unrelated text about cooking pasta")])
@@ -303,8 +302,8 @@ def test_full_and_half_width_forms_match_their_usual_forms(stored: str, query: s
     ],
 )
 def test_a_word_followed_by_a_compatibility_symbol_is_still_found(stored: str, query: str) -> None:
-    """NFKC on all text glued "™" onto its word as "TM": "Core™" was indexed as "coretm" and
-    "core" found nothing (found by review). Only the width forms are folded."""
+    """Only the width forms are folded: NFKC on all text would glue "™" onto its word as
+    "TM" ("Core™" as "coretm"), and "core" would find nothing."""
     index = FullTextIndex()
     index.replace_note(0, [data("n", 0, stored)])
     index.replace_note(1, [data("other", 0, "Unrelated text about cooking pasta")])

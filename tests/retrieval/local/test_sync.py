@@ -21,10 +21,10 @@ from tests.helpers import wait_indexed
 async def test_a_purge_while_the_new_version_is_applied_is_not_undone(
     make_settings: Any, monkeypatch: pytest.MonkeyPatch, prune_at: int
 ) -> None:
-    """The new version's chunks are applied in a worker thread (0.8-1.9 s for a 2 MB note):
-    a purge meanwhile removed the note at once, then the thread put it back, and nothing
-    removed it again (the poll cannot see a deleted document; found by review). Also with
-    the ordering records pruned after every read and removal."""
+    """A big note's new version is applied in a worker thread: a purge meanwhile removes
+    the note at once, and the thread's apply does not put it back (the poll cannot see a
+    deleted document). Also with the ordering records pruned after every read and
+    removal."""
     monkeypatch.setattr(sync, "_INLINE_APPLY_CHUNKS", 0)  # this small note is big enough
     monkeypatch.setattr(sync, "PRUNE_MIN_ENTRIES", prune_at)
     async with running_app(make_settings()) as api:
@@ -59,8 +59,8 @@ async def test_a_purge_while_the_new_version_is_applied_is_not_undone(
 async def test_the_ordering_records_do_not_grow_with_the_corpus(
     make_settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One record per note ever applied or removed was kept for the process's lifetime
-    (found by review); they are pruned once no read under way can need them."""
+    """The records of applies and removals are pruned once no read under way can need
+    them, rather than kept per note for the process's lifetime."""
     monkeypatch.setattr(sync, "PRUNE_MIN_ENTRIES", 4)
     async with running_app(make_settings()) as api:
         h = await api.new_user()
