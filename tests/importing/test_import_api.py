@@ -3,12 +3,10 @@ whose chunks carry the documents' heading breadcrumbs; bad files fail alone."""
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import shutil
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +18,6 @@ from typer.testing import CliRunner
 from api.cli import app as cli
 from tests.conftest import Api, ServedApp
 from tests.helpers import raw_post, wait_indexed
-
-ROOT = Path(__file__).resolve().parents[2]
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "importing"
 
@@ -370,40 +366,53 @@ def test_cli_import_fits_the_servers_file_count_limit(make_settings: Any, tmp_pa
     assert result.exit_code == 0 and "3 imported, 0 failed" in result.output, result.output
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to another user")
-def test_cli_import_reports_what_it_cannot_read(make_settings: Any) -> None:
+def deny_reading(monkeypatch: pytest.MonkeyPatch, files: set[Path], folders: set[Path]) -> None:
+    """Reading `files` and listing `folders` fail with EACCES, as for a user without
+    permission (a chmod does not stop root, and another user may not reach the clone)."""
+    read_bytes, scandir = Path.read_bytes, os.scandir
+
+    def denied(path: object) -> PermissionError:
+        return PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+
+    def guarded_read_bytes(self: Path) -> bytes:
+        if self in files:
+            raise denied(self)
+        return read_bytes(self)
+
+    def guarded_scandir(path: Any = ".") -> Any:
+        if Path(os.fsdecode(path)) in folders:
+            raise denied(os.fsdecode(path))
+        return scandir(path)
+
+    monkeypatch.setattr(Path, "read_bytes", guarded_read_bytes)
+    monkeypatch.setattr(os, "scandir", guarded_scandir)
+
+
+def test_cli_import_reports_what_it_cannot_read(
+    make_settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An unreadable file crashed the CLI (its batch lost); an unreadable folder was
-    skipped without a word and the run exited 0 (found by review)."""
-    vault = Path(tempfile.mkdtemp(prefix="vault-"))
-    try:
-        vault.chmod(0o755)
-        (vault / "good.md").write_text("# Good\n\nreadable")
-        (vault / "good.md").chmod(0o644)
-        (vault / "secret.md").write_text("# Secret")
-        (vault / "secret.md").chmod(0o000)
-        (vault / "locked").mkdir()
-        (vault / "locked" / "x.md").write_text("# Locked")
-        (vault / "locked").chmod(0o000)
-        with ServedApp(make_settings()) as served:
-            key = served.new_user("cli")
-            res = subprocess.run(
-                ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                 sys.executable, "-m", "api.cli", "import", str(vault),
-                 "--url", served.url, "--api-key", key],
-                capture_output=True, text=True, timeout=120, cwd="/tmp",
-                env={**os.environ, "PYTHONPATH": str(ROOT), "HOME": "/tmp"},
-            )  # fmt: skip
-            listing = httpx.get(
-                f"{served.url}/v1/notes", headers={"Authorization": f"Bearer {key}"}
-            ).json()
-    finally:
-        (vault / "locked").chmod(0o755)
-        shutil.rmtree(vault)
-    assert "Traceback" not in res.stderr, res.stderr[-600:]
-    assert res.returncode == 1, res.stdout
-    assert f"failed       {vault / 'secret.md'}: unreadable" in res.stdout
-    assert f"skipped      {vault / 'locked'} (unreadable)" in res.stdout
-    assert "1 imported, 2 failed" in res.stdout
+    skipped without a word and the run exited 0."""
+    vault = tmp_path / "vault"
+    (vault / "locked").mkdir(parents=True)
+    (vault / "good.md").write_text("# Good\n\nreadable")
+    (vault / "secret.md").write_text("# Secret")
+    (vault / "locked" / "x.md").write_text("# Locked")
+    deny_reading(monkeypatch, files={vault / "secret.md"}, folders={vault / "locked"})
+    with ServedApp(make_settings()) as served:
+        key = served.new_user("cli")
+        result = CliRunner().invoke(
+            cli, ["import", str(vault), "--url", served.url, "--api-key", key]
+        )
+        listing = httpx.get(
+            f"{served.url}/v1/notes", headers={"Authorization": f"Bearer {key}"}
+        ).json()
+    # An exit, not a crash: CliRunner holds any other exception the command raised.
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 1, result.output
+    assert f"failed       {vault / 'secret.md'}: unreadable" in result.output
+    assert f"skipped      {vault / 'locked'} (unreadable)" in result.output
+    assert "1 imported, 2 failed" in result.output
     assert {n["title"] for n in listing["items"]} == {"Good"}
 
 
