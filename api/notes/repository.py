@@ -1,5 +1,6 @@
-"""All queries on the `notes` collection: CRUD here, the indexing queue in `queue.py`'s
-functions below (one module per collection, split in two files only for length)."""
+"""Queries on the `notes` collection for the notes API (CRUD) and for search and chat
+(`NotesSearchQueries`). The indexing queue's queries on `notes` are in
+`api.indexing.queue`, the migration's in `api.migration.repository`."""
 
 from __future__ import annotations
 
@@ -164,8 +165,8 @@ class NotesRepository:
         """Trash or restore (only at `expected_version` when given); either way the index
         must follow, so the note is re-queued. `version` (the ETag) moves, `content_version`
         does not: a client that read the note trashed must not purge it with that read's
-        If-Match after someone restored it (found by review), while chunk offsets still
-        index the unchanged text."""
+        If-Match after someone restored it, while chunk offsets still index the unchanged
+        text."""
         return await self.collection.find_one_and_update(
             {
                 "_id": note_id,

@@ -31,7 +31,7 @@ def get_notes_service(request: Request) -> NotesService:
 NotesServiceDep = Annotated[NotesService, Depends(get_notes_service)]
 
 _DIGITS = f"[0-9]{{1,{len(str(MAX_VERSION))}}}"
-# A quote on one side only (`"1`) is no entity tag (it read as version 1; found by review).
+# A quote on one side only (`"1`) is no entity tag, and no version either.
 IfMatch = Annotated[
     str,
     Header(
@@ -116,8 +116,8 @@ async def delete_note(
     user: CurrentUser,
     notes: NotesServiceDep,
     response: Response,
-    # Exactly "true" or "false": read as a loose boolean, `?permanent=yes`, `1` or `on`
-    # purged a note for good (found by review); a destructive flag takes no synonyms.
+    # Exactly "true" or "false": a destructive flag takes no synonyms (`?permanent=yes`, `1`
+    # or `on` is a 422, not a purge).
     permanent: Annotated[
         Literal["true", "false"], Query(description="`true`: purge the note and its chunks")
     ] = "false",

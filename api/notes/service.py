@@ -71,8 +71,7 @@ def parse_if_match(value: str | None) -> int | None:
 
 # A page position: "<created_at in ms since the epoch>-<note id>". Every string matching
 # CURSOR_PATTERN is a valid position (the schema can state the whole contract). Negative and
-# 15-digit times are positions too: a legacy note migrated from 1969 or 9999 made a cursor
-# that looped on one page or that the API refused (found by review).
+# 15-digit times are positions too: a legacy note may date from before 1970 or up to 9999.
 CURSOR_PATTERN = r"^-?[0-9]{1,15}-[0-9a-f]{24}$"
 _CURSOR = re.compile(CURSOR_PATTERN)
 _FIRST, _LAST = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)

@@ -2,11 +2,9 @@
 
 The API writes one shape, but the migration exists for databases an older app (or a person)
 wrote: a `created_at` string, `tags: "ops"`, a dict among the tags, `title: null`, no
-`status`. Read raw, one such note made its owner's whole listing a 500, stopped the local
-search index from loading (so the API would not start) and split `"ops"` into three tags
-(found by review). Every reader of a stored note's fields goes through these functions;
-what cannot be read as text makes the note unindexable with a reason
-(`unindexable_reason`), never a crash. Pure: no I/O.
+`status`. Every reader of a stored note's fields goes through these functions, so such a
+note lists, loads into search and reads like any other; what cannot be read as text makes
+the note unindexable with a reason (`unindexable_reason`), never a crash. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -20,9 +18,9 @@ from bson import Decimal128, Int64, ObjectId
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Epoch milliseconds a date can hold (years 1 to 9999), here and in the migration's $convert.
 FIRST_MS, LAST_MS = -62_135_596_800_000, 253_402_300_799_999
-# ISO strings are read only with a four-digit year from 0001 (the server's parser read
-# "10000-01-01" as 2000; found by review), and only when the time, its offset applied, is
-# within what a date holds. The migration's $convert applies the same rules.
+# ISO strings are read only with a four-digit year from 0001 (the server's parser reads
+# "10000-01-01" as 2000), and only when the time, its offset applied, is within what a date
+# holds. The migration's $convert applies the same rules.
 STRING_YEAR = re.compile(r"^\s*(?!0000)[0-9]{4}-")
 
 
@@ -64,16 +62,15 @@ def note_tags(doc: dict[str, Any]) -> list[str]:
 
 
 # `note_status` as a query: a note without `status` is active, one with a value this app
-# never wrote ("archived") is trashed. Matching "active" exactly left legacy notes an API
-# worker had indexed out of listings and search, and trashing one looped into a 409
-# (found by review).
+# never wrote ("archived") is trashed, so legacy notes are in listings and search and can
+# be trashed like any other.
 STATUS_QUERY: dict[str, dict[str, list[Any]]] = {
     "active": {"$in": ["active", None]},
     "trashed": {"$nin": ["active", None]},
 }
 # What a listing matches: point bounds, so the (author_id, status, created_at) index gives
-# the order (`$nin` is a range: every trashed note fetched and sorted for each page; found
-# by review). A foreign status is listed once the migration stored it as "trashed".
+# the order (`$nin` is a range: every trashed note would be fetched and sorted for each
+# page). A foreign status is listed once the migration stored it as "trashed".
 LISTED_STATUS: dict[str, Any] = {"active": STATUS_QUERY["active"], "trashed": "trashed"}
 
 
@@ -87,8 +84,7 @@ def as_datetime(value: Any) -> datetime | None:
     """A stored time as an aware UTC datetime: a BSON date, an ISO 8601 string or epoch
     milliseconds in a 64-bit integer or a double; None for anything else. Numbers are read
     as MongoDB's `$convert` reads them (the migration stores its result), which refuses a
-    32-bit integer: read otherwise, a note showed one date before the migration and
-    another after (found by review)."""
+    32-bit integer: a note shows the same date before the migration and after."""
     try:
         if isinstance(value, datetime):
             return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
@@ -149,8 +145,8 @@ def unindexable_reason(doc: dict[str, Any]) -> str | None:
     if author is None:
         return "the note has no author_id: no user owns it"
     if not isinstance(author, ObjectId):
-        # Every read scopes by the owner's ObjectId: indexed, such a note was reported
-        # "indexed" yet its owner could never list, read or find it (found by review).
+        # Every read scopes by the owner's ObjectId: indexed, such a note would read as
+        # "indexed" yet its owner could never list, read or find it.
         return (
             f"author_id is {_kind(author)} ({str(author)[:40]!r}), not an ObjectId: no user "
             "can reach the note; store the owner's ObjectId, then re-index it"

@@ -39,8 +39,8 @@ CREATE_CASES = [
     ("empty title", {**NOTE, "title": ""}, 422, "validation_error"),
     ("blank title", {**NOTE, "title": "   "}, 422, "validation_error"),
     ("title with newline", {**NOTE, "title": "a\nb"}, 422, "validation_error"),
-    # C1 controls, NEL and the Unicode line separators were stored; a title of only a
-    # zero-width space passed as visible (found by review).
+    # C1 controls, NEL and the Unicode line separators are refused, and a title of only a
+    # zero-width space is not visible.
     ("title with NEL", {**NOTE, "title": "a\u0085b"}, 422, "validation_error"),
     ("title with a C1 control", {**NOTE, "title": "a\u009bb"}, 422, "validation_error"),
     ("title with U+2028", {**NOTE, "title": "a\u2028b"}, 422, "validation_error"),
@@ -99,8 +99,8 @@ async def test_bad_raw_bodies(seeded, case, raw, status, error) -> None:
     "content_type", ["text/plain", "application/x-www-form-urlencoded", "application/xml"]
 )
 async def test_a_json_body_sent_as_another_media_type_is_415(seeded, content_type: str) -> None:
-    """FastAPI does not read a body declared as another media type; the answer used to be
-    422 "Input should be a valid dictionary", which hides the real mistake."""
+    """FastAPI does not read a body declared as another media type; a 415 names the real
+    mistake (FastAPI's own 422 "Input should be a valid dictionary" hides it)."""
     api, h, note = seeded
     before = await snapshot(api)
     raw = b'{"title": "x", "content_md": "y"}'
@@ -209,8 +209,8 @@ async def test_oversized_body_rejected_before_reading(make_settings: Any) -> Non
 
 async def test_a_client_gone_mid_upload_is_a_400_not_an_unhandled_500() -> None:
     """Starlette's request stream raises ClientDisconnect when the client leaves mid-body;
-    the import answered it as an unhandled error (500, traceback in the log; found by
-    review). The ASGI messages are the boundary: the parser and request are the real ones."""
+    the import answers it as a 400, not an unhandled error (500, traceback in the log). The
+    ASGI messages are the boundary: the parser and request are the real ones."""
     part = (
         b'--b\r\nContent-Disposition: form-data; name="files"; filename="a.md"\r\n'
         b"Content-Type: text/markdown\r\n\r\nhello, half a file"

@@ -115,9 +115,9 @@ async def test_legacy_notes_without_status_are_listed_searched_trashed_and_resto
     api: Api,
 ) -> None:
     """A note with no `status` is active, and one with a status this app never wrote
-    ("archived") is not, in every query as in `note_status`. Exact matches left a legacy
-    note an API worker had indexed (after an edit) out of listings and search, and trashing
-    or restoring it answered 409 "keeps changing" every time (found by review)."""
+    ("archived") is not, in every query as in `note_status`: a legacy note an API worker
+    indexed (after an edit) is in listings and search, and trashing or restoring it works
+    (not a 409 "keeps changing")."""
     h = await api.new_user()
     me = ObjectId((await api.client.get("/v1/me", headers=h)).json()["user_id"])
     base = {"author_id": me, "tags": [], "created_at": datetime(2024, 1, 2, tzinfo=UTC)}

@@ -20,7 +20,7 @@ async def create(api: Api, headers: dict[str, str], **fields: object) -> dict:
     return resp.json()
 
 
-async def test_create_returns_note_with_roadmap_fields(api: Api) -> None:
+async def test_create_returns_note_with_its_index_fields(api: Api) -> None:
     h = await api.new_user()
     resp = await api.client.post("/v1/notes", json=NOTE, headers=h)
     assert resp.status_code == 201
@@ -36,8 +36,8 @@ async def test_create_returns_note_with_roadmap_fields(api: Api) -> None:
     assert resp.headers["etag"] == '"1"'
     got = await api.client.get(f"/v1/notes/{note['id']}", headers=h)
     assert got.status_code == 200 and got.json()["content_md"] == NOTE["content_md"]
-    # The timestamps returned are those stored (BSON keeps milliseconds; the response
-    # used to carry microseconds, a change that never happened for clients comparing).
+    # The timestamps returned are those stored (BSON keeps milliseconds, so does the
+    # response: a client comparing sees no change that never happened).
     for field in ("created_at", "updated_at"):
         assert got.json()[field] == note[field]
 
@@ -160,7 +160,7 @@ async def test_if_match(api: Api) -> None:
 
 async def test_if_match_guards_trash_restore_and_permanent_delete(api: Api) -> None:
     """RFC 9110: the condition is evaluated before the method. A stale conditional
-    permanent delete used to succeed (204) and purge a concurrent edit unseen."""
+    permanent delete is a 412, never a 204 that purges a concurrent edit unseen."""
     h = await api.new_user()
     note = await create(api, h)
     url = f"/v1/notes/{note['id']}"
@@ -173,7 +173,7 @@ async def test_if_match_guards_trash_restore_and_permanent_delete(api: Api) -> N
     assert trash.status_code == 412
     bad = await api.client.delete(url, headers={**h, "If-Match": "not-a-version"})
     assert bad.status_code == 422
-    for loose in ("yes", "1", "on", "True"):  # each purged the note for good
+    for loose in ("yes", "1", "on", "True"):  # none purges the note
         r = await api.client.delete(url, params={"permanent": loose}, headers=h)
         assert r.status_code == 422 and r.json()["error"] == "validation_error", loose
     kept = (await api.client.get(url, headers=h)).json()
@@ -191,8 +191,8 @@ async def test_if_match_guards_trash_restore_and_permanent_delete(api: Api) -> N
     assert (await api.client.post(f"{url}/restore", headers=stale)).status_code == 412
     assert (await api.client.get(url, headers=h)).json()["status"] == "trashed"
     # Client A read the note trashed (ETag 3); B restores it; A's emptying of the trash
-    # with that read's If-Match must not purge the restored note (it did: trash and
-    # restore left the version alone; found by review).
+    # with that read's If-Match must not purge the restored note (trash and restore move
+    # the version).
     restored = await api.client.post(f"{url}/restore", headers={**h, "If-Match": "*"})
     assert restored.status_code == 200 and restored.json()["status"] == "active"
     assert restored.json()["version"] == 4

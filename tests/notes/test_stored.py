@@ -55,7 +55,7 @@ def test_times() -> None:
     assert as_datetime(Int64(1_704_153_600_000)) == day  # epoch ms, as MongoDB reads them
     assert as_datetime(1_704_153_600_000.0) == day
     assert as_datetime(1_704_153_600) is None  # a 32-bit integer: $convert refuses it too
-    # As $convert reads them (review): truncated toward zero to whole milliseconds,
+    # As $convert reads them: truncated toward zero to whole milliseconds,
     # decimals too, and nothing past what a date can hold.
     assert as_datetime(1_704_153_600_000.7) == day
     assert as_datetime(-1.5) == datetime(1969, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)
@@ -63,7 +63,7 @@ def test_times() -> None:
     for far in (Int64(253_402_300_800_000), Int64(-62_135_596_800_001), 3e14, float("nan")):
         assert as_datetime(far) is None, far
     assert as_datetime("last tuesday") is None and as_datetime(10**30) is None
-    # Strings as the migration's $convert reads them (review): whole milliseconds, a
+    # Strings as the migration's $convert reads them: whole milliseconds, a
     # four-digit year ("10000-01-01" read as 2000), nothing an offset pushes out of range.
     assert as_datetime("2024-01-02T00:00:00.123456Z") == day.replace(microsecond=123000)
     for far in ("0000-01-01", "9999-12-31T23:00:00-05:00", "10000-01-01"):
