@@ -1,4 +1,4 @@
-"""The AsyncMongoClient and every index DESIGN.md §2 names, created idempotently."""
+"""The AsyncMongoClient and every index the app relies on, created idempotently."""
 
 from __future__ import annotations
 
@@ -79,8 +79,9 @@ def create_client(
         connectTimeoutMS=timeout_ms,
         # Not `timeoutMS`: with a client-wide operation timeout PyMongo bounds server
         # selection by the operation's remaining time and ignores serverSelectionTimeoutMS,
-        # so with the server down every request waited the full 15 s before its 503. A
-        # socket timeout still bounds a server that accepts a request and never answers.
+        # so with the server down every request would wait the whole operation timeout
+        # before its 503. A socket timeout still bounds a server that accepts a request and
+        # never answers.
         socketTimeoutMS=max(timeout_ms * 5, 15_000),
         retryWrites=True,
         event_listeners=[MongoSpanListener()],
@@ -116,7 +117,7 @@ NOTES_INDEXES = [
 ]
 
 NOTE_CHUNKS_INDEXES = [
-    # The roadmap's four (Phase 1.1) ...
+    # Chunks by note, by note and position, by version, and by note and version ...
     IndexModel([("note_id", ASCENDING)], name="note_id_1"),
     IndexModel(
         [("note_id", ASCENDING), ("chunk_index", ASCENDING)], name="note_id_1_chunk_index_1"

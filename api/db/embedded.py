@@ -1,22 +1,12 @@
-"""The embedded database: a SecantusDB server run as a child process.
+"""The embedded database: a SecantusDB server (MongoDB wire protocol, GPL-2.0, so only ever
+run as a separate process, never imported) as a child process.
 
-SecantusDB speaks the MongoDB wire protocol, so the app uses the same driver and queries as
-in production. It is GPL-2.0, so it is only ever run as a separate process, never imported.
-
-Durability: the server runs with `--sync-on-commit`. Measured on this project's machines: an
-unflagged server SIGKILLed after 300 acknowledged inserts kept 266; with the flag it kept all
-300 (see tests/db/test_embedded.py). Lifecycle: the owning process starts it (new session, so
-Ctrl-C reaches only the app, which stops it cleanly), and Linux's parent-death signal kills it
-if the owner is killed. That signal is SIGKILL, not SIGTERM: SecantusDB's SIGTERM handler
-can deadlock (it sets a threading.Event from inside the main thread's own Event.wait, seen
-in a test run as a server alive minutes after its owner died), and with `--sync-on-commit`
-a SIGKILL loses no acknowledged write. An orderly stop still sends SIGTERM first (`stop`).
-Other local processes (`autonote worker`, `migrate`, `check`) attach to a running server
-found through `embedded.json` in the data directory instead of starting a second one (a lock
-file makes "find or start" one step, so two processes starting together make one server).
-Whichever process started the server stops it when it exits; the others keep it up
-(`keep_up`): an attached process whose server went away starts it again on the same port,
-so its driver reconnects and its requests resume within a second or two.
+It runs with `--sync-on-commit`, so a SIGKILL loses no acknowledged write, and dies with its
+owner (Linux's parent-death signal, SIGKILL: SecantusDB's SIGTERM handler can deadlock).
+Other local processes (`autonote worker`, `migrate`, `check`) attach to the running server
+found through `embedded.json` in the data directory (a lock makes "find or start" one step);
+only the process that started it stops it, and an attached one whose server went away starts
+it again on the same port (`keep_up`). See docs/operations.md.
 """
 
 from __future__ import annotations
@@ -278,10 +268,10 @@ class EmbeddedMongo:
         accept thread, which the close does not wake (Linux): a connection does, so one is
         made every 50 ms. And its main thread waits in an untimed `Event.wait`, so when
         another of its threads takes the signal (one starting a thread for a new connection,
-        say), the Python handler waits for the main thread to wake, which it never does: the
-        server served on until the SIGKILL (1 stop in ~20 in a loaded test run). A server
-        still answering a ping a second after its SIGTERM has not begun to stop (a stopping
-        one refuses connections once its accept thread is gone): it is sent SIGTERM again."""
+        say), the Python handler waits for the main thread to wake, which it never does, and
+        the server serves on until the SIGKILL. A server still answering a ping a second
+        after its SIGTERM has not begun to stop (a stopping one refuses connections once its
+        accept thread is gone): it is sent SIGTERM again."""
         deadline = time.monotonic() + timeout_s
         resend_at = time.monotonic() + 1.0
         while True:

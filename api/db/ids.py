@@ -12,11 +12,11 @@ from bson.errors import InvalidId
 def new_object_id() -> ObjectId:
     """An ObjectId of the current second and 8 random bytes.
 
-    The driver's own ObjectIds end in a per-process counter shared by every insert: the gap
-    between two of one user's note ids counted the notes and chunks the process wrote for
-    every other user in between (found by review). The timestamp prefix keeps ids in creation
-    order to the second (the migration's keyset pages and `generation_time` rely on that);
-    64 random bits make a collision within one second negligible.
+    The driver's own ObjectIds end in a per-process counter shared by every insert, so the
+    gap between two of one user's note ids would count the notes and chunks the process
+    wrote for every other user in between. The timestamp prefix keeps ids in creation order
+    to the second (the migration's keyset pages and `generation_time` rely on that); 64
+    random bits make a collision within one second negligible.
     """
     return ObjectId(int(time.time()).to_bytes(4, "big") + os.urandom(8))
 

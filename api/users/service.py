@@ -58,8 +58,8 @@ class TokenBucket:
 
     def _forget_refilled(self, now: float) -> None:
         """Drop the keys whose budget is full again (a full bucket is what a key never seen
-        gets): one per client address of wrong admin tokens grew without end (found by
-        review, with addresses a client picks through a trusted `X-Forwarded-For`)."""
+        gets), so the table stays bounded even when a client picks its addresses (through a
+        trusted `X-Forwarded-For`) for wrong admin tokens."""
         full = float(self.rate_per_minute)
         self._state = {k: v for k, v in self._state.items() if self._tokens(k, now) < full}
 
@@ -115,9 +115,8 @@ class UsersService:
         self._limiter = TokenBucket(rate_per_minute)
         # Wrong admin tokens, per client address: the token is chosen by an operator and
         # may be guessable, and no API key (hence no per-key limit) is involved.
-        # Their own budget (AUTONOTE_ADMIN_GUESSES_PER_MINUTE), whatever the per-key rate:
-        # it was that rate (1 200 by default), and AUTONOTE_RATE_LIMIT_PER_MINUTE=0 switched
-        # the guessing limit off with the per-key one (found by review).
+        # Their own budget (AUTONOTE_ADMIN_GUESSES_PER_MINUTE), at most the per-key rate:
+        # AUTONOTE_RATE_LIMIT_PER_MINUTE=0 turns the per-key limit off, not this one.
         guesses = admin_guesses_per_minute
         self._admin_failures = TokenBucket(
             min(rate_per_minute, guesses) if rate_per_minute > 0 else guesses

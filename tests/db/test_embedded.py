@@ -104,7 +104,7 @@ def test_server_dies_with_a_killed_owner_and_restart_works(tmp_path: Path) -> No
     again.stop()
 
 
-async def test_ensure_indexes_is_idempotent_and_has_the_roadmap_indexes(
+async def test_ensure_indexes_is_idempotent_and_has_the_chunk_indexes(
     mongo_url: str, db_name: str
 ) -> None:
     from api.db.client import create_client
@@ -176,9 +176,9 @@ async def test_ensure_indexes_scopes_an_old_embedding_cache_by_author(
 
 
 async def test_an_attached_process_restarts_the_server_its_owner_stopped(tmp_path: Path) -> None:
-    """`autonote worker` started the server and `serve` attached; stopping the worker took
-    the API's database down for good (found by review). The attached process now starts it
-    again on the same port, and its client carries on."""
+    """`autonote worker` started the server and `serve` attached; stopping the worker must
+    not take the API's database down for good: the attached process starts it again on the
+    same port, and its client carries on."""
     from api.db.client import create_client
 
     owner = EmbeddedMongo(tmp_path)
@@ -227,9 +227,8 @@ async def test_commands_that_only_read_refuse_a_directory_without_a_database(
 
 def test_a_replaced_owner_never_kills_the_live_server(tmp_path: Path) -> None:
     """A started the server, B attached. The server crashed and B's keeper started it
-    again; A, still holding its dead process, treated the server as gone on every tick
-    and killed the new one whenever it was slow to answer (found by review, with SIGSTOP
-    standing in for a long fsync)."""
+    again; A, still holding its dead process, must not treat the server as gone and kill
+    the new one when it is slow to answer (SIGSTOP stands in for a long fsync)."""
     a, b = EmbeddedMongo(tmp_path), EmbeddedMongo(tmp_path)
     a.start()
     b.start()

@@ -186,8 +186,8 @@ def test_the_cli_applies_the_same_name_rule(mongo_url: str, db_name: str, tmp_pa
 
 
 async def test_admin_guessing_stays_limited_with_the_per_key_limit_off(make_settings: Any) -> None:
-    """AUTONOTE_RATE_LIMIT_PER_MINUTE=0 turned the wrong-admin-token limit off too: 300
-    guesses, then the right token worked (found by review). Guesses have their own budget."""
+    """AUTONOTE_RATE_LIMIT_PER_MINUTE=0 does not turn the wrong-admin-token limit off:
+    guesses have their own budget, and once it is spent even the right token gets 429."""
     async with running_app(make_settings(autonote_rate_limit_per_minute=0)) as api:
         statuses = []
         guesses = api.container.settings.autonote_admin_guesses_per_minute
@@ -203,8 +203,9 @@ async def test_admin_guessing_stays_limited_with_the_per_key_limit_off(make_sett
 
 
 def test_a_limiter_forgets_keys_whose_budget_is_full_again() -> None:
-    """One entry per client address of wrong admin tokens, never removed: a client choosing
-    its address (a trusted `X-Forwarded-For: *`) grew the table without end."""
+    """One entry per client address of wrong admin tokens, removed once its budget is full
+    again: a client choosing its address (a trusted `X-Forwarded-For: *`) cannot grow the
+    table without end."""
     clock = [0.0]
     bucket = TokenBucket(6, clock=lambda: clock[0])
     for i in range(MAX_TRACKED_KEYS):
