@@ -22,7 +22,7 @@ from typing import Any
 import structlog
 from pymongo.asynchronous.database import AsyncDatabase
 
-from api.integrity.queries import IntegrityQueries
+from api.integrity.repository import IntegrityQueries
 from api.integrity.report import CheckReport, RepairResult
 from api.integrity.rules import (
     Expectations,

@@ -306,8 +306,8 @@ def check_note(
     chunks = list(chunks)
     acc = _Acc(note["_id"])
     if not isinstance(note["_id"], ObjectId):
-        # Re-queueing it (as `not_queued`) had a worker index it, and search then failed
-        # on its id (found by review). Reported only; its chunks are orphans.
+        # Not re-queued: indexed, it would make search fail on its id. Reported only; its
+        # chunks are orphans.
         acc.add("unaddressable", unaddressable_detail(note["_id"]), requeue=False)
         for c in chunks:
             acc.add(

@@ -159,8 +159,7 @@ async def world(
             expectations(settings),
         )
         # The app's startup maintenance sweeps chunks of missing notes: a test that plants
-        # such chunks right after start-up could see them deleted before its check (it did,
-        # once, in CI under load).
+        # such chunks right after start-up could see them deleted before its check.
         await asyncio.wait_for(api.container.indexing.workers.maintained.wait(), 60)
         await world.converge()
         yield world

@@ -245,9 +245,8 @@ async def test_many_kinds_at_once(world: World) -> None:
 async def test_a_note_whose_id_is_not_an_object_id_is_reported_never_indexed(
     world: World,
 ) -> None:
-    """A legacy `_id` the API cannot address: `--repair` re-queued it as `not_queued`, a
-    worker indexed it, and every search that ranked its chunks failed with a 500
-    (InvalidId; found by review). Now search skips such chunks, the check reports the
+    """A legacy `_id` the API cannot address: indexed, every search that ranked its chunks
+    would fail with a 500 (InvalidId). Search skips such chunks, the check reports the
     note (info) and deletes its chunks, and the queue never hands it to a worker."""
     source = await world.db.notes.find_one({"_id": world.note_ids[0]})
     chunks = await world.chunks(world.note_ids[0])

@@ -111,8 +111,8 @@ async def test_no_false_alarms_while_notes_are_edited(world: World) -> None:
 
 
 async def test_cli_refuses_a_database_without_notes(world: World) -> None:
-    """A mistyped MONGODB_DB was checked as "0 notes, 0 chunks … result: clean", exit 0
-    (found by review); it is refused, as a mistyped AUTONOTE_DATA_DIR already was."""
+    """A mistyped MONGODB_DB is refused (exit 2), as a mistyped AUTONOTE_DATA_DIR is, not
+    checked as "0 notes, 0 chunks … result: clean"."""
     code, out, err = await autonote_check(world, MONGODB_DB=world.db.name + "_typo")
     assert code == 2 and "has no notes collection" in err, (out, err)
     assert world.db.name + "_typo" not in await world.db.client.list_database_names()

@@ -1,8 +1,5 @@
-"""The checker's MongoDB reads and the repair's writes.
-
-They live here to keep the checker in one package, but each belongs to its collection's
-repository: the `notes` reads and `requeue_notes` to `api.notes.repository`/`queue`, the
-`note_chunks` reads and deletes to `api.chunk_store.repository`.
+"""The checker's MongoDB reads (`notes`, `note_chunks`) and the repair's writes (re-queue
+notes, delete chunks).
 
 Everything streams: notes in `_id` order and chunks in `note_id` order through cursors with
 a bounded batch size, so memory holds one batch plus one note's chunks, whatever the size of
