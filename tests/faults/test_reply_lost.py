@@ -3,11 +3,9 @@ once it is back within the server selection timeout: the restarted server has fo
 first attempt and runs the write again, which matches nothing and returns None instead of
 raising.
 
-- A claim: the note sat `indexing` under a lease nobody held for the whole lease (120 s;
-  found by review).
-- A commit: the run read its own applied commit as refused, never evicted the old version,
-  and the old chunks waited for the maintenance sweep (found by the SIGKILL restart test's
-  integrity check in CI).
+- A claim: the note must not sit `indexing` under a lease nobody holds for the whole lease.
+- A commit: the run reads its own applied commit as refused; it must still evict the old
+  version rather than leave the old chunks for the maintenance sweep.
 
 Only the network is faked (a proxy drops the reply); the embedded server is really
 SIGKILLed and restarted on its port and data directory."""
@@ -115,8 +113,8 @@ async def test_a_retried_claim_with_a_backlog_leaves_no_note_under_a_dead_lease(
     tmp_path: Path, make_settings: Any
 ) -> None:
     """With another note claimable, the retried claim takes THAT one and returns it: the
-    note the first attempt took stayed `indexing` under this run's lease (found by
-    review). It is handed back."""
+    note the first attempt took is handed back, not left `indexing` under this run's
+    lease."""
     # No background workers: the runs are driven by hand, so the notes wait as a backlog.
     async with reply_lost(tmp_path, make_settings, autonote_index_workers=0) as lost:
         api = lost.api
@@ -145,8 +143,8 @@ async def test_both_replies_lost_leaves_no_note_under_a_dead_lease(
     tmp_path: Path, make_settings: Any
 ) -> None:
     """The driver's retry of the claim loses its reply too (two quick restarts): the first
-    attempt took one note, the retry another, and the claim raises. The hand-back gave back
-    one of them only (found by review)."""
+    attempt took one note, the retry another, and the claim raises. The hand-back gives
+    back both."""
     async with reply_lost(tmp_path, make_settings, autonote_index_workers=0) as lost:
         api, proxy = lost.api, lost.proxy
         h = await api.new_user()

@@ -66,8 +66,8 @@ async def test_authors_take_turns_and_a_lone_author_gets_every_claim() -> None:
 
 
 async def test_every_dead_workers_note_comes_first_after_a_refresh() -> None:
-    """One per refresh put a dead 16-loop process's last note behind 16 s of everyone's
-    backlog (found by review)."""
+    """Every dead worker's note is claimed before any user's turn, one per claim, not one
+    per refresh (a dead 16-loop process leaves 16)."""
     queue = FakeQueue({ObjectId(): 100, ObjectId(): 100})
     queue.dead = 5
     rotation = AuthorRotation(refresh_s=3600)
@@ -90,8 +90,8 @@ async def test_a_newcomer_gets_the_first_turn_after_the_next_refresh() -> None:
 
 
 async def test_an_idle_poll_costs_one_claim_when_every_author_waits_out_a_back_off() -> None:
-    """With every note in back-off an idle poll cost 16 author claims and a fallback
-    (found by review): the author list holds only authors with due notes."""
+    """With every note in back-off an idle poll costs one claim, not an author claim per
+    probe and a fallback: the author list holds only authors with due notes."""
     queue = FakeQueue({})
     rotation = AuthorRotation(refresh_s=3600)
     assert await rotation.claim(queue) is None
@@ -132,8 +132,8 @@ async def alice_backlog_then_bob(api: Api, backlog: int) -> str:
 
 
 async def test_one_users_backlog_does_not_hold_up_anothers_note(make_settings: Any) -> None:
-    """Alice queues 40 notes, then Bob one: Bob's is among the first two indexed (it was
-    41st: one user's import held every other user's notes back; found by review)."""
+    """Alice queues 40 notes, then Bob one: Bob's is among the first two indexed, not
+    behind Alice's whole backlog."""
     async with running_app(make_settings(autonote_index_workers=0)) as api:
         bob_note = await alice_backlog_then_bob(api, 40)
         reconciler = api.container.indexing.reconciler
@@ -149,8 +149,7 @@ async def test_a_dead_workers_note_and_an_authorless_note_do_not_wait_for_a_back
     make_settings: Any,
 ) -> None:
     """A note whose worker died (`indexing`, lease expired) belongs to no user's turn: it
-    was claimed 41st of 41, behind Alice's whole backlog (a regression of the first
-    version, found by review); a legacy note with no author likewise."""
+    is not claimed behind Alice's whole backlog; a legacy note with no author likewise."""
     async with running_app(make_settings(autonote_index_workers=0)) as api:
         crashed = ObjectId(await alice_backlog_then_bob(api, 30))
         past = datetime.now(UTC) - timedelta(seconds=5)
@@ -214,10 +213,10 @@ async def test_an_author_whose_only_due_note_is_leased_gets_no_turn(make_setting
 async def test_a_long_note_hands_its_worker_to_another_users_note(
     make_settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Turns were taken between notes only: two 2 MB notes of one user held both workers
-    for 207 s while another user's one-line note waited (found by review). A run that has
-    embedded for `turn_s` hands over when another user has a note due, and the next run of
-    its note resumes from the embedding cache."""
+    """Turns are also taken within a long note, so one user's big notes do not hold every
+    worker while another user's one-line note waits: a run that has embedded for `turn_s`
+    hands over when another user has a note due, and the next run of its note resumes from
+    the embedding cache."""
     settings = make_settings(autonote_index_workers=0, autonote_index_turn_s=0.001)
     monkeypatch.setattr(fairness, "WAITING_S", 0.0)  # Alice's note counts as waiting at once
     async with running_app(settings) as api:
@@ -256,7 +255,7 @@ async def test_a_long_note_hands_its_worker_to_another_users_note(
         note = (await api.client.get(f"/v1/notes/{long_id}", headers=bob)).json()
         stats = note["last_index_stats"]
         # The slices embedded before the hand-over come back from the cache, and count as
-        # embedded, not reused (found by review: 4 embedded, 56 reused for a fresh note).
+        # embedded, not reused.
         assert stats["embedded"] == stats["chunks"] == sum(slices) - 1  # 1: Alice's note
         assert stats["reused"] == 0
         assert note["index_attempts"] == 0 and note["index_status"] == "indexed"
@@ -267,10 +266,10 @@ async def test_a_long_note_hands_its_worker_to_another_users_note(
 async def test_a_note_slow_to_chunk_is_not_handed_over_after_every_slice(
     make_settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The turn was counted from the claim: a note whose chunking took about `turn_s`
-    was handed over after every slice and chunked again each time (found by review). A
-    run now embeds at least as long as it took to get there; and a hand-over whose release
-    meets a database blip still hands the note back, not as an attempt."""
+    """The turn is not counted from the claim (a note whose chunking takes about `turn_s`
+    would be handed over after every slice and chunked again each time): a run embeds at
+    least as long as it took to get there; and a hand-over whose release meets a database
+    blip still hands the note back, not as an attempt."""
     from pymongo.errors import AutoReconnect
 
     settings = make_settings(autonote_index_workers=0, autonote_index_turn_s=0.001)

@@ -119,8 +119,8 @@ async def test_no_older_version_stays_beside_the_indexed_one(api: Api) -> None:
 async def test_a_note_failed_while_a_run_wrote_keeps_no_chunks_of_that_run(api: Api) -> None:
     """A's lease runs out and, its attempts used up, maintenance marks the note failed
     (`fail_exhausted`) in the window between A's lease check and its write. A's chunks of
-    version 2 stayed beside the indexed version 1, invisible, until the next edit: the
-    recheck A asked for does not touch a failed note (found by review)."""
+    version 2 must not stay beside the indexed version 1, invisible, until the next edit:
+    the recheck A asks for does not touch a failed note."""
     a = RunA(api)
     await a.start()
     max_attempts = a.reconciler.config.max_attempts
@@ -206,8 +206,8 @@ async def test_a_fenced_run_never_deletes_the_version_another_run_commits(
 ) -> None:
     """B (holding the lease) wrote version 2 and is about to commit; A (lease lost)
     deletes version 2 first, B's chunks with it, and writes its own: those are now the
-    only copy of what B commits. A must not delete them (a first fix did: the note
-    ended indexed at version 2 with no chunks; found by review)."""
+    only copy of what B commits. A must not delete them (the note would end indexed at
+    version 2 with no chunks)."""
     async with running_app(make_settings(autonote_index_workers=0)) as api:
         run = HandDriven()
         await run.start(api)
@@ -274,8 +274,8 @@ async def indexed_then_trashed(api: Api) -> tuple[dict[str, str], ObjectId, list
 
 async def test_a_removal_commits_only_once_the_chunks_are_gone(make_settings: Any) -> None:
     """Once a trashed note says `indexed`, nothing else deletes its chunks: a removal
-    that committed first and deleted after (as it did) left them for good when the
-    process died in between (and a check run in that gap flagged them; seen in CI)."""
+    that committed first and deleted after would leave them for good when the process
+    died in between (and a check run in that gap would flag them)."""
     async with running_app(make_settings(autonote_index_workers=0)) as api:
         _, oid, _ = await indexed_then_trashed(api)
         rec = api.container.indexing.reconciler
@@ -301,9 +301,8 @@ async def test_a_fenced_removal_leaves_a_restored_note_its_chunks(
 ) -> None:
     """Removal A read the trashed note's chunks and stalled past its lease; the note was
     restored and B kept its intact chunks. A's late delete takes them: whatever becomes of
-    A's commit (refused, raising as the database restarts, cancelled at shutdown; the
-    last two found by review), one more run must follow and write them back (from the
-    cache, no embedding)."""
+    A's commit (refused, raising as the database restarts, cancelled at shutdown), one
+    more run must follow and write them back (from the cache, no embedding)."""
     async with running_app(make_settings(autonote_index_workers=0)) as api:
         h, oid, ids = await indexed_then_trashed(api)
         db, a = api.container.db, api.container.indexing.reconciler
@@ -359,9 +358,9 @@ async def test_a_fenced_removal_leaves_a_restored_note_its_chunks(
 
 
 async def test_a_run_cancelled_mid_claim_hands_the_note_back(make_settings: Any) -> None:
-    """Ctrl-C of a migration landed between the claim's write and its reply: the note
-    stayed `indexing` under the dead run's lease, an edit to it waiting that lease out
-    (found by review, in half the interrupts of a live run). It is handed back now."""
+    """Ctrl-C of a migration lands between the claim's write and its reply: the note
+    must not stay `indexing` under the dead run's lease, an edit to it waiting that lease
+    out. It is handed back."""
     async with running_app(make_settings(autonote_index_workers=0)) as api:
         h = await api.new_user()
         r = await api.client.post(

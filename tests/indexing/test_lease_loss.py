@@ -1,5 +1,4 @@
-"""Runs that outlive their lease, and the heartbeat that should keep them from it (all
-found by review)."""
+"""Runs that outlive their lease, and the heartbeat that should keep them from it."""
 
 from __future__ import annotations
 
@@ -63,9 +62,9 @@ async def test_one_heartbeat_blip_does_not_make_a_second_worker_embed_the_note(
     openai_settings: Any, openai_stub: Any
 ) -> None:
     """A run whose embedding takes longer than the lease keeps its lease by heartbeats.
-    One transient error on a heartbeat used to end the heartbeat for good: the lease ran
-    out while the first run was still embedding, and another worker claimed the same note
-    and embedded it all again (double cost; two runs racing on one version)."""
+    One transient error on a heartbeat must not end the heartbeat: else the lease runs
+    out while the first run is still embedding, and another worker claims the same note
+    and embeds it all again (double cost; two runs racing on one version)."""
     async with running_app(openai_settings(autonote_index_lease_s=1.5)) as api:
         h = await api.new_user()
         blip_first_heartbeat(api)
@@ -89,10 +88,10 @@ async def test_a_run_that_lost_its_lease_leaves_the_committed_chunks_of_its_vers
     openai_settings: Any, openai_stub: Any
 ) -> None:
     """Two runs on the SAME version: run A stalls longer than its lease, run B takes the
-    note over and commits version 1. A used to go on with an unfenced `delete_version(note,
-    1)`, deleting the chunks B had just committed, before inserting its own: readers saw an
-    `indexed` note with no chunks, and had A been stopped then, the note stayed so for good
-    (found by review). A now checks its lease first and stops."""
+    note over and commits version 1. An unfenced `delete_version(note, 1)` by A would
+    delete the chunks B has just committed, before inserting its own: readers would see an
+    `indexed` note with no chunks, for good if A stopped then. A checks its lease first and
+    stops."""
     settings = openai_settings(autonote_index_stop_grace_s=0.2)  # default 120 s lease
     async with running_app(settings) as api:
         h = await api.new_user()
@@ -145,9 +144,9 @@ async def test_a_recheck_during_the_last_attempt_does_not_leave_the_note_pending
     """Run A stalls past its lease; run B takes the note over as a dead worker's note,
     which uses the last attempt (AUTONOTE_INDEX_MAX_ATTEMPTS=2 here; with the default 5 it
     is the same after three failed tries). A, refused at its commit, asks for one more run
-    (`queue.recheck`). B then commits. The note used to stay `pending` with its attempts at
-    the maximum, which no claim takes: pending forever. A recheck and a successful run now
-    start the attempts again, and maintenance gives a stranded note its attempts back."""
+    (`queue.recheck`). B then commits. The note must not stay `pending` with its attempts
+    at the maximum, which no claim takes: a recheck and a successful run start the attempts
+    again, and maintenance gives a stranded note its attempts back."""
     settings = openai_settings(autonote_index_max_attempts=2)
     async with running_app(settings) as api:
         h = await api.new_user()
@@ -178,8 +177,7 @@ async def test_a_run_whose_lease_ran_out_untaken_still_commits_its_embeddings(
     """One worker; run A's lease runs out while it embeds (an outage or stall longer than
     the lease), and nobody takes the note over meanwhile. A's commit is accepted (same
     token), so its check before the write must accept A too: checking the expiry as well
-    discarded A's embeddings and the note was embedded a second time (found by review of
-    the first version of that check)."""
+    would discard A's embeddings and embed the note a second time."""
     async with running_app(openai_settings(autonote_index_workers=1)) as api:
         h = await api.new_user()
         db = api.container.db
@@ -199,10 +197,10 @@ async def test_a_run_whose_lease_ran_out_untaken_still_commits_its_embeddings(
 async def test_a_claim_whose_reply_is_lost_does_not_hold_the_note_for_a_whole_lease(
     openai_settings: Any,
 ) -> None:
-    """The database dies after applying a claim and before replying (a SIGKILL mid-request
-    in CI's restart test): the worker sees AutoReconnect, the note says `indexing` under a
-    lease nobody holds. It used to wait out that lease (120 s by default) before any worker
-    could index it; the worker now hands back whatever its token holds."""
+    """The database dies after applying a claim and before replying (a SIGKILL
+    mid-request): the worker sees AutoReconnect, the note says `indexing` under a lease
+    nobody holds. Rather than leave it to wait out that lease (120 s by default), the worker
+    hands back whatever its token holds."""
     async with running_app(openai_settings()) as api:
         h = await api.new_user()
         queue = api.container.indexing.reconciler.queue
@@ -230,10 +228,9 @@ async def test_a_claim_whose_reply_is_lost_does_not_hold_the_note_for_a_whole_le
 async def test_a_commit_whose_reply_was_lost_still_evicts_the_old_version(
     make_settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The database went away just after applying a run's commit, before its reply: the
-    run saw AutoReconnect, so it never evicted the old version, and the old chunks stayed
-    until the maintenance sweep (up to 30 s; the SIGKILL restart test's integrity check
-    found them in CI). Once the database answers again, the run finishes the eviction."""
+    """The database goes away just after applying a run's commit, before its reply: the
+    run sees AutoReconnect and has not evicted the old version. Once the database answers
+    again, the run finishes the eviction (not left to the maintenance sweep)."""
     from api.indexing import worker
 
     monkeypatch.setattr(worker, "MAINTENANCE_EVERY_S", 3600.0)  # only the run may evict

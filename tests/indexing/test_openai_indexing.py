@@ -29,7 +29,7 @@ async def test_one_request_embeds_a_thousand_chunks(openai_settings: Any, openai
         assert note["chunk_count"] == 1000 and note["last_index_stats"]["embedded"] == 1000
         assert note["embedding_model"] == "text-embedding-3-small@1536"
         calls = openai_stub.requests_to("/v1/embeddings")
-        assert len(calls) == 1, "the roadmap made one request per chunk: 1000"
+        assert len(calls) == 1, "one batched request, not one per chunk (1000)"
         assert len(calls[0].body["input"]) == 1000
         assert calls[0].body["model"] == "text-embedding-3-small"
         doc = await api.container.db.note_chunks.find_one({})

@@ -7,8 +7,7 @@ On demand (marked slow, ~1 min per seed): `make test-slow`, or
 `STRESS_SEEDS="1,2,3" .venv/bin/pytest -m slow tests/indexing/test_queue_stress.py`
 (also STRESS_NOTES per user, STRESS_USERS, STRESS_MAX_ATTEMPTS, STRESS_CANCEL_P,
 STRESS_SLOW_P, STRESS_CHAOS_GAP). The seed fixes the edits and faults, not how the tasks
-interleave. It found the leftover chunks of a failed note (fixed in maintenance).
-Written by a reviewer."""
+interleave."""
 
 from __future__ import annotations
 

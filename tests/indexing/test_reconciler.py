@@ -248,8 +248,8 @@ def slow_first_cache_write(api: Api) -> tuple[asyncio.Event, asyncio.Event]:
 
 async def test_a_late_eviction_never_deletes_the_next_versions_chunks(api: Api) -> None:
     """Run A commits v2 (releasing the lease) and evicts v1; meanwhile the note is edited
-    and run B indexes v3. A's eviction deleted every version but v2, v3's included: the
-    note said indexed, with no chunks (found by review, with this delay injected)."""
+    and run B indexes v3. A's eviction deletes older versions only, never v3's (else the
+    note says indexed, with no chunks)."""
     h = await api.new_user()
     note = await create(api, h, sectioned_note(3, seed=1))
     await wait_indexed(api, h, note["id"])
@@ -352,10 +352,9 @@ async def test_sync_mode_indexes_before_the_write_returns(make_settings: Any) ->
 async def test_sync_mode_returns_at_its_timeout_and_the_run_finishes_after(
     make_settings: Any,
 ) -> None:
-    """AUTONOTE_SYNC_INDEX_TIMEOUT_S was only checked between runs: a write whose note took
-    73 s to embed answered after 73 s against a 3 s timeout (found by review). The write
-    now answers at the timeout, pending; its run goes on and the note ends indexed,
-    embedded once (stopping the run at the timeout embedded it twice; found by review)."""
+    """AUTONOTE_SYNC_INDEX_TIMEOUT_S bounds the write, not only the time between runs: the
+    write answers at the timeout, pending; its run goes on and the note ends indexed,
+    embedded once (the run is not stopped at the timeout, which would embed it twice)."""
     settings = make_settings(chunking_async=False, autonote_sync_index_timeout_s=0.5)
     async with running_app(settings) as api:
         h = await api.new_user()
@@ -462,8 +461,7 @@ async def test_old_version_is_evicted_even_when_the_database_blips_after_the_com
     api: Api,
 ) -> None:
     """The swap commits the new version, then deletes the old one. A connection error on
-    that delete used to end the run with the old chunks left for good (found by the
-    database-restart fault test as an orphan after convergence)."""
+    that delete is retried: the old chunks are not left for good."""
     from pymongo.errors import AutoReconnect
 
     h = await api.new_user()
@@ -538,7 +536,7 @@ async def _dead_worker_eviction(api: Api) -> None:
     assert r.json()["version"] == 2
     await wait_indexed(api, h, note["id"])
     # wait_indexed sees the commit, which comes before the eviction: restoring the real
-    # methods any earlier would let this very run evict with them (a flake seen in CI).
+    # methods any earlier would let this very run evict with them.
     await asyncio.wait_for(run_over.wait(), 30)
     reconciler._evict, reconciler.queue.clear_eviction = real_evict, real_clear  # type: ignore[method-assign]
     left = await api.container.db.note_chunks.distinct("note_version")
@@ -623,9 +621,9 @@ async def test_stop_gives_up_on_a_stuck_note_after_the_grace_period(api: Api) ->
 
 async def test_maintenance_clears_the_eviction_flag_of_a_note_trashed_since(api: Api) -> None:
     """A worker died between a commit and its eviction, then the note was trashed (its
-    removal deletes every chunk, so indexed_version is None). The sweep skipped such notes
-    and never cleared their flag, and the 500 flagged notes it reads could all be such
-    ones, starving real evictions (found by review)."""
+    removal deletes every chunk, so indexed_version is None). The sweep clears their flag
+    too: else the 500 flagged notes it reads could all be such ones, starving real
+    evictions."""
     h = await api.new_user()
     r = await api.client.post("/v1/notes", json={"title": "T", "content_md": "body"}, headers=h)
     note = await wait_indexed(api, h, r.json()["id"])
@@ -667,9 +665,9 @@ async def test_maintenance_deletes_uncommitted_chunks_of_a_failed_note(
     make_settings: Any,
 ) -> None:
     """A run wrote version 2 and never committed it, later runs failed before writing, the
-    note ended `failed` at version 3 with version 1 indexed: version 2's chunks stayed for
-    good (found by a stress test). The sweep deletes them; the indexed version and the
-    current one (an edit may have a run writing it) stay."""
+    note ended `failed` at version 3 with version 1 indexed: nothing else deletes version
+    2's chunks. The sweep deletes them; the indexed version and the current one (an edit
+    may have a run writing it) stay."""
     async with running_app(make_settings(autonote_index_workers=0)) as api:
         await asyncio.wait_for(api.container.indexing.workers.maintained.wait(), 30)
         h = await api.new_user()

@@ -136,8 +136,7 @@ async def test_enqueueing_leaves_a_note_already_queued_for_the_workers_to_them(
 async def test_notes_requeued_for_a_new_chunker_are_reserved(make_settings: Any) -> None:
     """Every API or worker process re-queues, at start-up, the notes another chunker or
     model made (`requeue_stale`): pending and unreserved, but no user's write. The
-    migration reaching them reserves them (it left all of them to the workers; found by
-    review)."""
+    migration reaching them reserves them (they are not left to the workers)."""
     async with running_app(make_settings(autonote_index_workers=0)) as api:
         db = api.container.db
         ids = await insert_legacy(db, 6, [ObjectId()])
@@ -170,7 +169,7 @@ async def test_notes_requeued_for_a_new_chunker_are_reserved(make_settings: Any)
 async def test_a_users_write_whose_worker_died_stays_the_workers(make_settings: Any) -> None:
     """A user's note claimed by a worker that died (lease out) is still a user's write:
     enqueueing leaves it unreserved, so the workers recover it at once instead of when the
-    migration's loops reach it (found by review)."""
+    migration's loops reach it."""
     async with running_app(make_settings(autonote_index_workers=0)) as api:
         db = api.container.db
         headers = await api.new_user()
@@ -194,9 +193,9 @@ async def test_a_users_write_whose_worker_died_stays_the_workers(make_settings: 
 async def test_a_released_legacy_note_is_reserved_again_by_the_rerun(
     make_settings: Any,
 ) -> None:
-    """Enqueueing fills a legacy note's missing `changed_at`. Filled with the re-queue's own
-    stamp, it read as a user's write once its reservation ended (Ctrl-C, or a killed run's
-    ran out): the rerun left such notes to the workers (found by review)."""
+    """Enqueueing fills a legacy note's missing `changed_at`, a millisecond before the
+    re-queue's own stamp, so it never reads as a user's write once its reservation ended
+    (Ctrl-C, or a killed run's ran out): the rerun reserves such notes again."""
     async with running_app(make_settings(autonote_index_workers=0)) as api:
         ids = await insert_legacy(api.container.db, 3, [ObjectId()])
         await _reserve(api, ids)

@@ -1,4 +1,4 @@
-"""Issue 6's acceptance on the real embedded server, the real chunker and the local model,
+"""The migration's acceptance run on the real embedded server, the real chunker and the local model,
 with the real CLI as a child process: 500 legacy notes → the dry run reports them and
 changes nothing → a run stopped with Ctrl-C, a run SIGKILLed half-way, and a third run that
 completes → every note indexed exactly once, no duplicate chunk → a further run selects

@@ -1,6 +1,5 @@
-"""The dry run's pages are bounded by note text as well as by count, and its list of
-chunker errors is bounded: a page of 200 notes of 2 MB, chunked at once, held ~1.5 GB, and
-the list grew with every broken note (found by review)."""
+"""The dry run's pages are bounded by note text as well as by count (a page is chunked at
+once), and its list of chunker errors is bounded (not one entry per broken note)."""
 
 from __future__ import annotations
 

@@ -61,7 +61,7 @@ async def test_duplicate_chunks_from_a_naive_migration_stop_the_run_with_a_hint(
     settings: Any, db: AsyncDatabase, capsys: Any
 ) -> None:
     ids = await insert_legacy(db, 2, [ObjectId()])
-    # What the roadmap's script leaves when it ran twice: the same chunk inserted twice.
+    # What a naive migration script leaves when run twice: the same chunk inserted twice.
     naive = {"note_id": ids[0], "note_version": 1, "chunk_index": 0, "content_md": "x"}
     await db.note_chunks.insert_many([dict(naive), dict(naive)])
     before = await db.notes.find({}).to_list()

@@ -1,10 +1,9 @@
-"""Legacy note documents of odd shapes, migrated on a live database (found by review).
+"""Legacy note documents of odd shapes, migrated on a live database.
 
-One such note made its owner's listing a 500, the local search index fail to load (the API
-would not start) and stop taking in anyone's later commits; `tags: "ops"` became three
-tags; a note without `status` was shown active and never migrated; a list as content was
-retried five times and failed with a Python `AttributeError`; notes whose `_id` is not an
-ObjectId were counted but never reached, run after run, with exit 0.
+Such a note must list, load into the local search index and migrate like any other:
+`tags: "ops"` is one tag; a note without `status` is active and migrated; a list as content
+fails at once with a reason; notes whose `_id` is not an ObjectId are reported failed, not
+counted and left behind with exit 0.
 """
 
 from __future__ import annotations
@@ -131,7 +130,7 @@ async def test_unindexable_notes_fail_at_once_with_the_reason(
         "list": (await db.notes.insert_one(_legacy(author, {"content_md": ["a"]}))).inserted_id,
         "dict_title": (await db.notes.insert_one(_legacy(author, {"title": {"a": 1}}))).inserted_id,
         "no_author": (await db.notes.insert_one(_legacy(author, {"author_id": DROP}))).inserted_id,
-        # Reported "indexed" before, though no read (all scoped by the ObjectId) reached it.
+        # Unindexable: no read (all scoped by the ObjectId) could reach it once indexed.
         "str_author": (
             await db.notes.insert_one(_legacy(author, {"author_id": str(author)}))
         ).inserted_id,
@@ -167,8 +166,8 @@ async def test_notes_whose_id_is_not_an_objectid_are_reported(
     for total in (5, 2):  # a rerun reports them again; nothing is silently left behind
         progress.clear()
         code, result = await run_in_process(settings, concurrency=1)
-        # The two unaddressable notes are done at once: they count in the total, which the
-        # progress bar ran past (found by review).
+        # The two unaddressable notes are done at once: they count in the total, so the
+        # progress bar never runs past it.
         assert progress[0] == ("start", total), progress
         assert all(n <= total for _, n in progress), progress
         assert code == 1 and result["failed"] == 2, result
@@ -180,9 +179,9 @@ async def test_notes_whose_id_is_not_an_objectid_are_reported(
 async def test_listing_pages_through_migrated_notes_of_any_year(
     settings: Settings, db: AsyncDatabase
 ) -> None:
-    """A note from 1969 made the listing repeat one page forever; one from 9999 gave a
-    next_cursor the API refused; an int32 created_at read one date before the migration
-    and another after (found by review)."""
+    """A note from 1969 does not make the listing repeat one page; one from 9999 gives a
+    next_cursor the API accepts; an int32 created_at reads the same date before the
+    migration and after."""
     async with running_app(settings.model_copy(update={"autonote_index_workers": 0})) as api:
         key = await api.new_user()
         author = ObjectId((await api.client.get("/v1/me", headers=key)).json()["user_id"])
@@ -254,8 +253,8 @@ async def test_a_legacy_note_trashed_before_indexing_is_not_pending_forever(
 async def test_a_time_past_what_a_date_holds_does_not_stop_the_migration(
     settings: Settings, db: AsyncDatabase, created: Any
 ) -> None:
-    """Converting it failed the server's update for the whole batch: the run exited 1 and
-    indexed nothing after it (found by review). It now reads as the _id's time."""
+    """Converting it would fail the server's update for the whole batch (the run would exit
+    1 and index nothing after it): it reads as the _id's time."""
     author = ObjectId()
     oid = (await db.notes.insert_one(_legacy(author, {"created_at": created}))).inserted_id
     code, result = await run_in_process(settings, concurrency=1)
@@ -268,9 +267,9 @@ async def test_a_legacy_note_an_api_worker_indexed_first_is_still_normalized(
     settings: Settings, db: AsyncDatabase
 ) -> None:
     """An edit had an API worker index the legacy note before the migration reached it, so
-    the migration never selected it and it kept its string `created_at` and missing
-    `status` for good (found by review). The run now stores those shapes for every note of
-    its filters, indexed or not, and changes nothing else."""
+    the migration never selects it for indexing. The run stores the API's shapes (a date
+    `created_at`, a `status`) for every note of its filters, indexed or not, and changes
+    nothing else."""
     async with running_app(settings) as api:
         key = await api.new_user()
         author = ObjectId((await api.client.get("/v1/me", headers=key)).json()["user_id"])

@@ -1,10 +1,8 @@
 """The migration beside the API's own indexing workers (the default: two per API process).
 
-Before reservations, each batch the migration enqueued was due at once in the queue the
-workers take from: they indexed most of it (106 of 120 notes in a review run) outside the
-migration's `--concurrency` and rate limits, and a user's own edit waited behind that user's
-whole backlog (37-69 s with 600 notes). Now the workers pass over the notes the migration
-reserved, and a user's write is theirs at once.
+The workers pass over the notes the migration reserved, so the backlog is indexed within
+the migration's `--concurrency` and rate limits, and a user's write is theirs at once (not
+behind that user's whole backlog).
 """
 
 from __future__ import annotations
@@ -115,8 +113,8 @@ async def test_a_users_edit_does_not_wait_behind_their_migrating_backlog(
                 {"_id": {"$in": backlog}, "index_status": "indexed"}
             )
             # The workers took the edit first: the crawling migration (a burst of 10, then 10
-            # a second) indexed a fraction of the backlog meanwhile, ~10-15 on a quiet
-            # machine; before, the edit waited for all 120. Half leaves a loaded CI room.
+            # a second) indexed a fraction of the backlog meanwhile, not all 120 (half
+            # leaves a loaded machine room).
             assert done <= len(backlog) // 2, done
             assert latency < 10, latency
             assert not migration.done()
@@ -171,14 +169,14 @@ async def test_reservations_outlive_their_term_while_the_run_lives(
     slow = RateLimitedEmbedder(embedder, tokens_per_period=None, requests_per_period=2, period_s=1)
     indexing = build_indexing(settings, db, chunker=chunker, embedder=slow, concurrency=1)
     selection = Selection(chunker.version, embedding_model_key(embedder))
-    # A 1.5 s term renewed every 0.5 s: a loaded CI's event loop may stall for up to 1 s.
+    # A 1.5 s term renewed every 0.5 s: a loaded machine's event loop may stall for 1 s.
     runner = MigrationRunner(
         indexing.reconciler, MigrationNotes(db), selection, concurrency=1, reserve_s=1.5
     )
     migration = asyncio.create_task(runner.run())
     await asyncio.sleep(3.5)  # past two terms; 2 notes a second leave at least 4 of 16
-    # One read: counting the waiting notes and the live reservations in two reads raced
-    # the run completing a note between them (CI saw 8 waiting, 7 reserved).
+    # One read: counting the waiting notes and the live reservations in two reads would
+    # race the run completing a note between them.
     waiting, unreserved = await waiting_and_unreserved(db, ids)
     assert waiting >= 4 and unreserved == 0, (waiting, unreserved)
     assert await indexing.reconciler.run_once() is None, "a worker took a reserved note"
@@ -192,10 +190,10 @@ async def test_an_edit_during_the_migrations_run_of_the_note_goes_to_the_workers
     make_settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The edit ends the reservation and the run completes the note as pending. The per-note
-    loop claimed it again 20 ms later, before any worker could, so the user's edit waited
-    for the migration's saturated rate limiter (found by review). Now the loop leaves a
-    user's write to the workers for `WORKERS_FIRST_S` and finds it indexed by them (here
-    5 s, so a loaded machine's slow worker poll cannot fail the test)."""
+    loop does not claim it again at once (the user's edit would wait for the migration's
+    saturated rate limiter): it leaves a user's write to the workers for `WORKERS_FIRST_S`
+    and finds it indexed by them (here 5 s, so a loaded machine's slow worker poll cannot
+    fail the test)."""
     monkeypatch.setattr(drive_rules, "WORKERS_FIRST_S", 5.0)
     settings = make_settings()
     async with running_app(settings) as api:

@@ -1,10 +1,10 @@
 """A note whose indexing kills the process (out of memory, a native crash) must not stop
 every rerun of the migration at the same place.
 
-Each run's enqueue used to reset the attempt budget of a note whose last run died, so the
-crash-loop guard (`AUTONOTE_INDEX_MAX_ATTEMPTS` claims, then `failed`) never fired: every
-rerun claimed the note again and died again (found by review, reasoning only). Here the
-real CLI runs in a child process whose chunker dies (`os._exit`) on one note.
+Enqueueing keeps the attempt budget of a note whose last run died, so the crash-loop guard
+(`AUTONOTE_INDEX_MAX_ATTEMPTS` claims, then `failed`) fires across reruns instead of every
+rerun claiming the note again and dying again. Here the real CLI runs in a child process
+whose chunker dies (`os._exit`) on one note.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ async def test_the_dry_run_counts_a_note_out_of_attempts_apart(
     settings: Settings, db: AsyncDatabase
 ) -> None:
     """Such a note is no work: the run records it failed without chunking or embedding
-    it. The dry run used to count it (and its tokens) as notes to index."""
+    it, so the dry run does not count it (or its tokens) as notes to index."""
     ids = await insert_legacy(db, 6, [ObjectId()])
     died = datetime.now(UTC) - timedelta(minutes=5)
     for note_id, attempts in ((ids[0], BUDGET), (ids[1], BUDGET - 1)):

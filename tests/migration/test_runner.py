@@ -129,7 +129,7 @@ async def test_notes_another_worker_indexed_first_are_accounted_for(
     settings: Settings, db: AsyncDatabase
 ) -> None:
     """Counted as selected, then indexed by the API's workers before the run's pages got to
-    them: they were in no total ('selected 169, done 129', found by review)."""
+    them: they are in a total (`left_selection`), so done + left = selected."""
     ids = await insert_legacy(db, 5, [ObjectId()])
     embedder = build_embedder(settings, None)
     chunker = build_chunker(settings, embedder)
@@ -166,8 +166,8 @@ async def test_notes_edited_into_the_selection_mid_run_are_accounted_for(
     settings: Settings, db: AsyncDatabase
 ) -> None:
     """Pages re-run the selection, so notes edited into it between the count and the pages
-    are migrated too: `done` passed `selected` without a word (50 selected, 70 done; found
-    by review). They are counted in `joined_selection`."""
+    are migrated too: they are counted in `joined_selection`, so `done` never passes
+    `selected` without a word."""
     author = ObjectId()
     first = await insert_legacy(db, 4, [author])
     code, _ = await run_in_process(settings, concurrency=1)

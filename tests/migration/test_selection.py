@@ -138,7 +138,7 @@ async def test_filters_by_author_and_created_at(db: AsyncDatabase) -> None:
     assert await notes.count(Selection(CV, MODEL, since=NOW + timedelta(days=4))) == 2
     assert await notes.count(Selection(CV, MODEL, authors=(a,), since=NOW + timedelta(days=4))) == 1
     # Legacy creation dates as an ISO string or epoch milliseconds are compared as the
-    # dates they spell (a plain range skipped them silently; found by review).
+    # dates they spell (a plain range would skip them silently).
     late, early = NOW + timedelta(days=10), NOW - timedelta(days=10)
     for created in (
         late.isoformat(),
