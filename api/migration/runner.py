@@ -1,21 +1,11 @@
 """The migration run: select → enqueue a batch → drive each note to a final state through
 `Reconciler.run_once(note_id)` — the API's own indexing code path, leases and all.
 
-Why it is safe to kill at any point and run again:
-- selection is a query on the notes' own state, so a rerun picks up exactly what is still
-  not indexed (nothing is remembered outside the database);
-- enqueueing only fills missing fields and sets `pending` (see `selection.enqueue_update`);
-- indexing is the reconciler's lease-fenced swap: a killed run leaves leases that expire
-  (`--lease-s`), leftover chunks of an unfinished version are deleted before re-insert, and
-  the unique `(note_id, note_version, chunk_index)` index backs it up;
-- an edit made through the API during the run re-queues the note; the per-note loop and a
-  final catch-up pass index the latest version.
-
-The notes it enqueues are reserved for it (`api.indexing.claims`): the API's workers, which
-take the next due note, pass them over, so the backlog is indexed within `--concurrency` and
-the rate limits, and a user's edits do not queue behind it. The run renews its reservations
-while it lives and ends them when it stops; a killed run's reservations run out after
-`reserve_s`, and then any worker (or a rerun) takes the notes.
+Safe to kill at any point and run again: selection is a query on the notes' own state,
+enqueueing only fills missing fields, indexing is the reconciler's lease-fenced swap, and an
+edit during the run re-queues its note (a final catch-up pass indexes it). The notes it
+enqueues are reserved for it (`reserved_until`, renewed while it lives, ended when it stops)
+so the API's workers pass them over. See docs/operations.md.
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
-"""A note's `version` read as a whole number ≥ 1, in Python and in an update pipeline.
-
-The API writes `version` as an integer from 1 up. Documents of the legacy system may lack
-it (version 1) or carry it as a string ("3") or a double (3.0). Left as they are, such a
-note never equals its integer `indexed_version` (the migration would re-index it on every
-run), an If-Match on it could never match, and `$add` on a string fails. Every reader goes
-through `whole_version`; every write that touches `version` goes through `WHOLE_VERSION`,
-so the first edit or migration stores the integer.
-
-Both apply one rule, MongoDB's `$convert` to a 64-bit integer restricted to number and
-string inputs: an int or long is kept; a double or decimal is truncated; a string of
-ASCII digits with an optional sign is read in base 10. A result outside 1..MAX_VERSION
-(which also covers every value `$convert` rejects as too large for 64 bits),
-and anything else (bool, date, binary, JavaScript code, null, missing, ...), gives 1. The
-tests check the two agree value by value on the server.
-
-MAX_VERSION (12 digits, what an If-Match header may carry) keeps every version a client
-can see usable in If-Match, and `NEXT_VERSION` stops there instead of overflowing 64 bits
-(which `$add` turns into a double): a trillion edits of one note are not a real case, only
-legacy junk reaches it.
+"""A note's `version` read as a whole number ≥ 1, in Python (`whole_version`) and in an
+update pipeline (`WHOLE_VERSION`), by one rule: MongoDB's `$convert` to a 64-bit integer,
+for number and string inputs only; a result outside 1..MAX_VERSION, or any other input
+(missing, null, bool, date, ...), gives 1. Legacy documents may lack `version` or hold "3"
+or 3.0; every reader and every write that touches `version` goes through these, so the
+first edit or migration stores the integer. MAX_VERSION (12 digits, what an If-Match header
+may carry) is also where `NEXT_VERSION` stops. The tests check both agree value by value.
 """
 
 from __future__ import annotations
