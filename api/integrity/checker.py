@@ -22,8 +22,8 @@ from typing import Any
 import structlog
 from pymongo.asynchronous.database import AsyncDatabase
 
-from api.integrity.repository import IntegrityQueries
 from api.integrity.report import CheckReport, RepairResult
+from api.integrity.repository import IntegrityQueries
 from api.integrity.rules import (
     Expectations,
     Finding,
