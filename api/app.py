@@ -159,8 +159,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         """Readiness: the database answers a ping within its timeout; otherwise 503
         `database_unavailable` with Retry-After, as every route answers in an outage."""
         try:
-            # Bounded by the configured timeout: a stalled (not dead) server kept the
-            # first probe waiting on the socket timeout, 7-10 s (found by review).
+            # Bounded by the configured timeout: a stalled (not dead) server would keep
+            # the probe waiting on the socket timeout (tests/test_probes.py).
             with pymongo.timeout(container.settings.mongodb_timeout_ms / 1000):
                 await container.db.command("ping")
         except Exception as exc:  # any failure means "not ready", never a 500

@@ -1,8 +1,8 @@
 """All configuration, from the environment (and `.env`), validated once at start-up.
 
-Names follow the roadmap (`MONGODB_URL`, `CHUNKING_*`, `OPENAI_API_KEY`, ...) so existing
-deployments keep working. An invalid value fails fast with a message naming the variable
-(see `load_settings`).
+Names follow the original design (`MONGODB_URL`, `CHUNKING_*`, `OPENAI_API_KEY`, ...) so
+existing deployments keep working (docs/configuration.md). An invalid value fails fast with
+a message naming the variable (see `load_settings`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ChunkingStrategy = Literal["hierarchical_markdown", "fixed_tokens", "whole_note"]
 # CHUNKING_MAX_TOKENS when unset: the chunker classes' own defaults (a test keeps them equal);
-# fixed_tokens is the legacy 512-token window (DESIGN.md §4).
+# fixed_tokens is the legacy 512-token window (docs/chunking.md).
 DEFAULT_MAX_TOKENS: dict[str, int] = {
     "hierarchical_markdown": 300,
     "fixed_tokens": 512,
@@ -47,7 +47,7 @@ class Settings(BaseSettings):
     mongodb_db: str = Field("autonote", min_length=1, max_length=63, pattern=r"^[A-Za-z0-9_-]+$")
     mongodb_timeout_ms: int = Field(3000, ge=100, le=60_000)
 
-    # Chunking (roadmap names).
+    # Chunking (the original design's names).
     chunking_enabled: bool = True
     chunking_strategy: ChunkingStrategy = "hierarchical_markdown"
     # Unset: the strategy's default (see `chunk_max_tokens`).
@@ -172,7 +172,7 @@ class Settings(BaseSettings):
     @classmethod
     def _proxies(cls, value: str) -> str:
         # Checked as uvicorn reads them: it ignores a network with host bits set
-        # (10.0.0.5/8) and honours "*" only alone, silently trusting nobody (found by review).
+        # (10.0.0.5/8) and honours "*" only alone, silently trusting nobody otherwise.
         entries = [e.strip() for e in value.split(",") if e.strip()]
         if "*" in entries and len(entries) > 1:
             raise ValueError("* (trust every proxy) must be the only entry")

@@ -185,14 +185,12 @@ class BodyLimitMiddleware:
 class AuthenticateFirstMiddleware:
     """Resolve who sends a `/v1` request before anything reads its body.
 
-    FastAPI parses a JSON body before any dependency runs, so an anonymous client could
-    have the server parse 8 MB of JSON (1.3 million numbers: ~0.5 s) on the event loop per
-    request and only then get its 401: 8 such requests at a time held other users'
-    requests for up to 5 s (found by review). The user's key (or, on `/v1/admin`, the admin
-    token) is checked here with the same service calls as the `current_user` and
-    `require_admin` dependencies, which then reuse the outcome from `scope["state"]`. When
-    the database is unavailable the 503 is answered here too (letting the request go on
-    made its dependency wait out a second timeout: 6 s instead of 3; found by review).
+    FastAPI parses a JSON body before any dependency runs: without this, an anonymous
+    client could have the server parse megabytes of JSON on the event loop before its 401.
+    The user's key (or, on `/v1/admin`, the admin token) is checked here with the same
+    service calls as the `current_user` and `require_admin` dependencies, which then reuse
+    the outcome from `scope["state"]`. When the database is unavailable the 503 is answered
+    here too, so the dependency does not wait out a second timeout.
     """
 
     def __init__(self, app: ASGIApp) -> None:

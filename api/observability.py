@@ -1,4 +1,4 @@
-"""OpenTelemetry: tracer, meter and the instruments the roadmap and operators rely on.
+"""OpenTelemetry: tracer, meter and the instruments operators rely on (docs/operations.md).
 
 Instruments are created from the API's proxy meter, so they are no-ops until
 `setup_telemetry()` installs an SDK MeterProvider (a Prometheus reader for `/metrics`, and an
@@ -18,7 +18,7 @@ from pymongo import monitoring
 tracer = trace.get_tracer("autonote")
 meter = metrics.get_meter("autonote")
 
-# Names follow the roadmap (`chunks.created`, `chunk.search.duration`) and DESIGN §3.
+# Names follow the original design (`chunks.created`, `chunk.search.duration`).
 chunks_created = meter.create_counter(
     "chunks.created", unit="{chunk}", description="Chunks written to note_chunks"
 )

@@ -14,12 +14,11 @@ WHITESPACE = (
     r"\t\n\u000b\u000c\r\u001c-\u001f \u0085\u00a0\u1680"
     r"\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 )
-# C0, DEL and C1 controls, and the line and paragraph separators: NEL (U+0085) and U+2028
-# were stored in titles whose error text promised "no control characters or line breaks"
-# (found by review).
+# C0, DEL and C1 controls, and the line and paragraph separators (NEL, U+2028, U+2029):
+# what "no control characters or line breaks" promises.
 CONTROL = r"\u0000-\u001f\u007f-\u009f\u2028\u2029"
 # Characters that show nothing alone (format and bidi controls, joiners, variation
-# selectors, fillers): a title of only U+200B passed as "visible" (found by review).
+# selectors, fillers): a title of only U+200B is not "visible".
 INVISIBLE = (
     r"\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
     r"\u202a-\u202e\u2060-\u206f\u2800\u3164\ufe00-\ufe0f\uffa0"
@@ -36,8 +35,8 @@ Tag = Annotated[
     str, StringConstraints(min_length=1, max_length=TAG_MAX_CHARS, pattern=TEXT_PATTERN)
 ]
 # A tag to filter by: any tag a note may hold, also one stored before C1 controls and the
-# line separators were refused (a filter on such a tag was refused; found by review). C0
-# controls were never accepted in a tag. Matching is exact.
+# line separators were refused, so such a tag can still be filtered on. C0 controls were
+# never accepted in a tag. Matching is exact.
 _C0 = r"\u0000-\u001f\u007f"
 FilterTag = Annotated[
     str,
@@ -100,8 +99,7 @@ class ErrorBody(BaseModel):
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI `responses` entries for the given error statuses."""
     described = {
-        # Ids, cursors and headers are schema patterns, so a bad one is a 422 (this said
-        # 400; found by review).
+        # Ids, cursors and headers are schema patterns, so a bad one is a 422, not a 400.
         400: "Malformed body (invalid JSON or multipart, a client gone mid-upload)",
         401: "Missing, malformed, unknown or revoked API key (admin routes: wrong admin token)",
         403: "Forbidden (admin API disabled)",

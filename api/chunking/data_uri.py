@@ -1,27 +1,9 @@
 """Pasted images as `data:` URIs: their base64 payloads are kept in the chunks, not embedded.
 
-A note edited in a browser often carries a pasted screenshot as
-`![map](data:image/png;base64,iVBOR…)` or `<img src="data:…">`: a 300 KB image is ~215 000
-cl100k tokens of noise that used to become ~720 chunks, every one embedded (billed by
-OpenAI, ~50 s of CPU for the local model) and every one a search hit for nothing.
-
-A payload here is a run of 256+ base64 characters (`A-Z a-z 0-9 + / _ -`, then up to two
-`=`) right after `;base64,` (any letter case), with `data:` at most 200 characters before
-that and no comma, whitespace, `<` or `>` between: a media type and parameters
-(`data:image/png;name=shot(1).png;base64,`). Each is replaced, before chunking, by one
-character from Unicode plane 15 (private use) that the note does not contain: one per
-distinct payload, picked by a hash of the payload. The chunker then sees
-`![map](data:image/png;base64,?)`: the image's place and alt text stay in the section they
-belong to and are embedded as such, and the payload costs a few tokens. Afterwards every
-chunk is mapped back to the note: offsets move past the payloads and `content_md` gets them
-back, so `content_md == note_content[start_offset:end_offset]` and lossless coverage hold
-as for any note. `embedding_text`, `content_hash` and `token_count` describe what is
-embedded: the text with the placeholder. A heading holding a payload reads `…` in
-`heading_path`. A leading block whose reading as front matter masking would change (one
-over 64 KB only because of its image) is left as it is.
-
-Pure: no I/O. A note without such a payload costs one regex scan (~0.04 ms for 80 KB);
-with them, the work per `;base64,` is bounded, so any note stays linear.
+Each payload (256+ base64 characters after `;base64,`) is replaced before chunking by one
+private-use character the note does not contain, and put back after: offsets and
+`content_md` stay exact; `embedding_text`, `content_hash` and `token_count` see the
+placeholder. Pure, and linear in the note (docs/chunking.md).
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """From pieces to `MarkdownChunk`s: exact token counts, limits enforced, breadcrumbs.
 
-Every piece's `token_count` is the exact count of its content with the chunker's tokenizer.
-A piece whose exact count exceeds the limit its estimate promised is re-split (`redo`) with
-a tighter limit; after a few rounds anything still over is cut with
-`tokenizer.split_at_tokens`, which re-counts every piece on its own. So no chunk is ever
-over its limit, whatever the estimate's error (only a single character that alone costs
-more tokens than the limit can be, which needs a limit of one or two tokens).
-
-`embedding_text` = breadcrumb line + blank line + content. The content is never cut here
-(its limit already left room for the breadcrumb); the breadcrumb is shortened from the
-left ("… > Section > Subsection") when breadcrumb + content would exceed the embedding
-model's input, so the model never truncates silently.
+A piece over its limit by exact count is split again, at last by
+`tokenizer.split_at_tokens`; the breadcrumb in `embedding_text` is shortened from the left
+so the embedding model never truncates (docs/chunking.md).
 """
 
 from __future__ import annotations
@@ -49,7 +41,7 @@ def exact_counts(index: TokenIndex, pieces: Sequence[Piece]) -> list[int]:
 
 
 def settle(index: TokenIndex, pieces: list[Piece]) -> list[tuple[Piece, int]]:
-    """Pieces with exact counts, every one within its limit (see module docstring)."""
+    """Pieces with exact counts, every one within its limit (docs/chunking.md)."""
     done: list[tuple[Piece, int | None]] = [(p, None) for p in pieces]
     # Rounds 0..R-1 may re-split with `redo`; round R uses split_at_tokens; round R+1 only
     # counts what that produced (over the limit only if one character alone is).

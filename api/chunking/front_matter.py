@@ -1,18 +1,8 @@
 """Front matter: the metadata block at the very top of a note, one rule for everyone.
 
-The chunker leaves front matter out of every chunk; the importer takes a note's title and
-tags from it. Both call `read_front_matter`, so the block the importer reads is exactly the
-block no chunk holds. Only a block at the very start (after an optional BOM) counts: YAML
-(`---` … `---`/`...`) or TOML (`+++` … `+++`), as static site generators and note apps
-write it, and only if it loads as a mapping (or is empty). A note that opens with a
-thematic break, some text and another break keeps that text as content: a misreading would
-drop it from every chunk. pulldown-cmark's own metadata option is not used: it accepts a
-`---` … `---` block anywhere, which turns a thematic break followed by a setext heading
-into "metadata" in the middle of a note.
-
-A bare "\\r" ends a line in CommonMark, but pulldown-cmark does not always read it as one
-(a fence opened or closed by it is missed, so the rest of the note becomes code). Readers
-therefore parse `bare_cr_as_newline(text)`: one character for one, so offsets carry over.
+The chunker leaves it out of every chunk and the importer reads title and tags from it, both
+through `read_front_matter`: a YAML or TOML block at the very start that loads as a mapping.
+Readers parse `bare_cr_as_newline(text)` (same offsets) (docs/chunking.md).
 """
 
 from __future__ import annotations

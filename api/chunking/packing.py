@@ -15,7 +15,7 @@ import numpy as np
 
 # A cut may move this share of a group's size away from the balanced position to land
 # where the text changes topic, at a cost of COHESION_DRIFT_COST per group size moved
-# (cohesion runs from 0 to 1). Chosen on the Chroma evaluation (BENCHMARKS.md chunk_quality).
+# (cohesion runs from 0 to 1). Why these values: docs/decisions/0006-cohesive-cuts.md.
 COHESION_REACH = 0.5
 COHESION_DRIFT_COST = 0.5
 # The default target as a share of the limit: limit / (1 + COHESION_REACH), the largest

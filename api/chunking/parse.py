@@ -1,13 +1,7 @@
 """Markdown structure from pulldown-cmark (via `pyromark`), as a flat tree of blocks.
 
-Why pyromark: it is a binding of pulldown-cmark, a CommonMark + GFM-tables parser that
-reports the UTF-8 byte range of every element, so chunk offsets come from the real parse and
-not from regexes; it parses the 205 KB CommonMark spec several times faster than
-markdown-it-py, the other parser with source positions. Only block-level elements are kept;
-inline events are skipped (but still counted for nesting depth).
-
-Front matter (`front_matter.read_front_matter`) is left out: the parser reads the text
-after it, with each bare "\\r" read as "\\n" (`front_matter.bare_cr_as_newline`).
+Block-level elements with their UTF-8 byte ranges; inline events are only counted for the
+nesting depth. The text after any front matter is parsed, each bare "\\r" read as "\\n".
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """Cutting one section (the content under one heading) into pieces that fit the limits.
 
-Order of preference, each level tried only for a piece the previous level left too big:
-top-level blocks (paragraphs, lists, code, tables, quotes, HTML) → the children of a list,
-block quote or list item (so a list is cut only between items, and an item only when it
-alone is too big) → text levels (`split_text`: for prose, sentences that start a line,
-then any sentence, lines, words, tokens; lines first for HTML and code). Code blocks and
-tables are kept whole up to their own, larger limits (see `split_code` beyond them).
-Consecutive blocks are packed into balanced groups (`packing.pack`) of about the target size
-(never over the limit), each cut moved to a nearby boundary where the text changes topic
-(`cohesion`) when cohesive cuts are on, and pieces smaller than `min_chunk_tokens` are
-merged into a neighbour when the union still fits.
+Top-level blocks first, then the children of lists and quotes, then text levels
+(`split_text`); blocks are packed into balanced groups (`packing.pack`), cuts moved to where
+the topic changes (`cohesion`), small pieces merged (docs/chunking.md).
 """
 
 from __future__ import annotations

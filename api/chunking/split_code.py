@@ -1,18 +1,8 @@
 """The two documented exceptions to "content_md is an exact slice of the note".
 
-Code fragments: a fenced code block is never split unless it alone exceeds the hard limit
-(the embedding model's input minus the breadcrumb). Then it is cut between lines (a single
-over-long line by words, then tokens) and EVERY fragment is re-fenced with the block's own
-opening fence line and its closing fence line (or the opening fence marker when the block
-was never closed), so each fragment is valid markdown with its language. Offsets: the first
-fragment spans the opening fence, the last the closing fence, the others their lines.
-Indented code blocks have no fences; their fragments are plain slices.
-
-Table parts: a table stays whole up to min(table_max_tokens, hard limit); beyond that it is
-cut between rows into balanced parts, and every part after the first is the header row +
-separator line + its rows (offsets span its rows; the first part is the exact slice that
-includes the header). A table whose header alone would take most of a part is cut by lines
-without repeating the header.
+A code block over the hard limit is cut between lines, every fragment re-fenced; a table over
+its limit is cut between rows, every part after the first repeating the header rows
+(docs/chunking.md).
 """
 
 from __future__ import annotations
@@ -42,7 +32,7 @@ def _fence(src_line: str) -> tuple[str, str]:
 
 
 def code_fragments(sp: TextSplitter, a: int, b: int, block: Block, limit: int) -> list[Piece]:
-    """Re-fenced line fragments of the code block unit [a, b) (see module docstring)."""
+    """Re-fenced line fragments of the code block unit [a, b) (docs/chunking.md)."""
     src = sp.src
     language = code_language(block.info)
     if block.info is None:
@@ -117,7 +107,7 @@ def _closing_line(
 def table_parts(
     sp: TextSplitter, blocks: list[Block], a: int, b: int, block: Block, limit: int
 ) -> list[Piece]:
-    """Row parts of the table unit [a, b) with the header repeated (see module docstring)."""
+    """Row parts of the table unit [a, b) with the header repeated (docs/chunking.md)."""
     src = sp.src
     head = next((blocks[c] for c in block.children if blocks[c].kind == "thead"), None)
     rows = row_starts(sp, blocks, a, block)

@@ -1,14 +1,7 @@
 """The chunking strategies behind `CHUNKING_STRATEGY`, and the factory that picks one.
 
-- `hierarchical_markdown` (default): `MarkdownChunker`.
-- `fixed_tokens`: the legacy sliding window (512 tokens with 50 overlap when built with
-  `max_chunk_tokens=512`) over the whole note after its front matter. Windows OVERLAP by
-  design: this is the one invariant the strategy relaxes; everything else (exact slices,
-  exact counts, input limits, full coverage) still holds. Headings stay inside the text
-  and the breadcrumb is the note title.
-- `whole_note`: the note (after its front matter, headings included) as one chunk, split
-  with the markdown rules only when it exceeds the hard limit (the embedding model's input
-  minus the title line).
+`hierarchical_markdown` (default: `MarkdownChunker`), `fixed_tokens` (the legacy sliding
+window, whose windows overlap) and `whole_note`: docs/chunking.md, *Strategies*.
 """
 
 from __future__ import annotations
@@ -44,7 +37,7 @@ class Chunker(Protocol):
 
 
 class FixedTokenChunker(ChunkerBase):
-    """Legacy sliding windows of `max_chunk_tokens` tokens (see module docstring)."""
+    """Legacy sliding windows of `max_chunk_tokens` tokens (docs/chunking.md)."""
 
     strategy = "fixed_tokens"
 
@@ -116,7 +109,7 @@ class FixedTokenChunker(ChunkerBase):
 
 
 class WholeNoteChunker(ChunkerBase):
-    """The whole note as one chunk unless it exceeds the hard limit (module docstring)."""
+    """The whole note as one chunk unless it exceeds the hard limit (docs/chunking.md)."""
 
     strategy = "whole_note"
 

@@ -1,25 +1,9 @@
 """Token positions of a whole note from ONE tokenizer pass, and exact counts of its slices.
 
-The chunker asks two questions many times: "about how many tokens lie between byte a and
-byte b?" (to decide cuts) and "exactly how many tokens does this chunk cost on its own?"
-(the stored `token_count`). Encoding every candidate piece separately would cost many times
-the note's size; instead the note is encoded once, the byte end of every token is recorded,
-and any span's estimate is two binary searches.
-
-Exact counts reuse that pass too, for tiktoken's `cl100k_base` / `o200k_base`, whose
-pre-tokenisation regexes fix where pieces (and so tokens) may start and end. A position p
-is a piece boundary in the whole note AND in every slice that contains it, whatever comes
-before or after, when
-- the byte before p is "\\n" and the byte at p is printable ASCII other than "/" (no
-  alternative of the regexes joins a newline with a following non-blank character, except
-  o200k's punctuation run `[\\r\\n/]*`); or
-- the byte before p is an ASCII letter and the byte at p is ASCII but neither a letter nor
-  an apostrophe (letter runs are possessive; o200k attaches contractions to the word); or
-- the byte before p is an ASCII digit and the byte at p is ASCII but not a digit.
-A slice's exact count is therefore the in-context token count between its first and last
-such boundary plus the direct counts of the short edges outside them (a word or a line).
-The property is checked against direct counts on random text by the tests. Other
-tokenizers get exact counts from one batched encode of the slices.
+A span's estimate is two binary searches over the tokens' byte ends. For cl100k_base and
+o200k_base a slice's exact count is the in-context count between its first and last
+universal boundary (`universal_boundaries`) plus the direct counts of its short edges; other
+tokenizers count the slices in one batch.
 """
 
 from __future__ import annotations
@@ -39,10 +23,10 @@ from api.tokenizer.encoders import (
     long_whitespace_runs,
 )
 
-# Encodings whose pre-tokeniser has the boundary property (see above).
+# Encodings whose pre-tokeniser has the boundary property (`universal_boundaries`).
 _BOUNDARY_ENCODINGS = frozenset({"tiktoken:cl100k_base", "tiktoken:o200k_base"})
-# Whole-note numpy passes run in blocks of this many bytes: a block's temporaries stay in
-# the CPU cache (on a 720 KB note one pass over the whole array took 5.5 ms, 1.4 ms so).
+# Whole-note numpy passes run in blocks of this many bytes, so a block's temporaries stay in
+# the CPU cache.
 _SCAN_BLOCK = 1 << 16
 
 
@@ -204,8 +188,14 @@ class TokenIndex:
 
 
 def universal_boundaries(arr: np.ndarray, block: int = _SCAN_BLOCK) -> np.ndarray:
-    """Offsets p (0 < p < len) that are piece boundaries in any context (module docstring),
-    found `block` bytes at a time (the rule reads only the byte pair around p)."""
+    """Offsets p (0 < p < len) that are piece boundaries of the cl100k/o200k pre-tokenisers
+    in the whole note AND in every slice containing p, whatever comes before or after:
+    - after "\\n", before printable ASCII other than "/" (o200k's punctuation run
+      `[\\r\\n/]*` is the one alternative that joins a newline to what follows);
+    - after an ASCII letter, before ASCII that is neither a letter nor an apostrophe;
+    - after an ASCII digit, before ASCII that is not a digit.
+    Found `block` bytes at a time (the rule reads only the byte pair around p); checked
+    against direct counts by tests/chunking/test_chunking_tokenizer.py."""
     if len(arr) <= block + 1:
         return _boundaries(arr)
     found = [_boundaries(arr[a : a + block + 1]) + a for a in range(0, len(arr) - 1, block)]

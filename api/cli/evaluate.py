@@ -87,8 +87,8 @@ def evaluate_command(
     unknown = [m for m in chosen if m not in MODES]
     if unknown:
         raise typer.BadParameter(f"unknown mode(s) {unknown}; use hybrid, vector or keyword")
-    # Bad settings, a malformed dataset or a --dump nobody can write were tracebacks (the
-    # last one after the whole evaluation had run; found by review): one line, exit 2.
+    # Bad settings, a malformed dataset or a --dump nobody can write: one line, exit 2,
+    # never a traceback (the --dump folder is checked before the evaluation runs).
     settings_or_exit()
     configure_logging("WARNING")
     if dump is not None and not dump.parent.is_dir():

@@ -30,9 +30,8 @@ def parse_since(value: str) -> datetime:
         ) from None
     parsed = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
     try:
-        # An offset can push a date past what a datetime (and a BSON date) holds:
-        # `0001-01-01T00:00+05:00` failed only at the database, with a traceback and exit 1
-        # (found by review).
+        # An offset can push a date past what a datetime (and a BSON date) holds
+        # (`0001-01-01T00:00+05:00`): refused here, not at the database.
         return parsed.astimezone(UTC)
     except OverflowError:
         raise typer.BadParameter(

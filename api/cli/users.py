@@ -26,8 +26,8 @@ def users_create(name: Annotated[str, typer.Argument(help="Display name of the u
         async with database(settings) as db:
             service = UsersService(UsersRepository(db), admin_token=None, rate_per_minute=0)
             created = await service.create_user(name)
-            # stdout is the key alone (`KEY=$(autonote users create bob)` caught both
-            # lines; found by review); who it belongs to goes to stderr.
+            # stdout is the key alone (`KEY=$(autonote users create bob)`); who it belongs
+            # to goes to stderr.
             typer.echo(f"user {created.user_id} ({name})", err=True)
             typer.echo(created.api_key)
 

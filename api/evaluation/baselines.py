@@ -1,20 +1,7 @@
-"""The roadmap's note-level baseline: one embedding per note, notes ranked by cosine.
+"""The note-level baseline of the original design: one embedding per note, ranked by cosine.
 
-Before chunking, Autonote searched `notes` by a vector of the whole note and cited whole
-notes. This module reproduces that with the same embedder the chunked pipeline uses, so
-"+40 % over note-level" can be measured on the same questions:
-
-- `truncated` — the note (title, blank line, `content_md`) embedded as one input. A model
-  with a short window (the local MiniLM reads 254 word pieces) sees only the start of a long
-  note, exactly as the old system did with such a model.
-- `mean_of_parts` — the note cut into the model's window by the `whole_note` chunker and
-  the part vectors averaged (then normalised): a note vector that has seen the whole text,
-  the kindest reading of "one embedding per note" for a short-window model.
-
-Each result cites the WHOLE note (`[0, len(content_md))`). By the section-level definition
-a whole-note citation overlaps every gold section of its note, so this baseline's
-section-level recall equals its note-level recall: generous to the baseline. Ranking is
-exact (a matrix product), i.e. what Atlas would return with exact search.
+`truncated` embeds the note as one input; `mean_of_parts` averages the vectors of its parts.
+Each result cites the whole note, which is generous to the baseline.
 """
 
 from __future__ import annotations

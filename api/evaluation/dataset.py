@@ -1,19 +1,8 @@
 """Loader and validator for labelled retrieval datasets (notes + questions, JSONL).
 
-Format (documented in benchmarks/data/retrieval/README.md):
-
-- notes.jsonl, one object per line: {"id", "title", "content_md", "tags": [str]}
-- questions.jsonl, one object per line: {"id", "question", "gold": [{"note_id",
-  "headings": [str, ...], "span": [start, end]}]} plus optional "type", "answer", "meta".
-
-A gold entry names a leaf section by its `headings` (breadcrumb below the note title, as
-written, no `#`) and/or by `span`, the [start, end) character offsets (Python str indices,
-i.e. Unicode code points) of that section's own trimmed body in `content_md`. When `span`
-is omitted it is computed from `headings`; when both are given they must agree; when only
-`span` is given the headings are filled in. Every problem is reported with its file and
-line number, all at once, so a hand-written dataset can be fixed in one pass.
-
-Parsing (`parse_notes`, `parse_questions`) is pure; only `load_dataset` reads files.
+Format: benchmarks/data/retrieval/README.md. A gold entry names a leaf section by `headings`
+and/or `span`; every problem is reported with its file and line, all at once. Parsing is
+pure; only `load_dataset` reads files.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """An embedder wrapper that remembers vectors by exact input text, for evaluation runs.
 
-Why it is honest: an embedding model is a pure function of its input text (the local model's
-vector for a text does not depend on its batch-mates, checked to 1e-5 in its tests), so a
-text embedded once for chunk size 300 and again for chunk size 400 gets the same vector
-either way. The cache only saves the time; every chunk still goes through the real
-reconciler (chunker → embedder → `note_chunks`) and every query through the real search.
-It is keyed by (model, dimensions, truncate flag, text), so two models never share entries.
-Not for production: it grows without bound. `save`/`load` keep it between runs in one
-`.npz` file (keys are hashes that include the model name, so a file made with another model
-simply never hits).
+An embedding is a pure function of its input text, so the cache only saves time; it is keyed
+by model, dimensions, truncate flag and text. Not for production: it grows without bound.
 """
 
 from __future__ import annotations

@@ -1,27 +1,9 @@
 """The ONE retrieval evaluation pipeline: every benchmark, script and test uses it.
 
-`open_corpus(dataset, settings_overrides=...)` gives an `EvalCorpus`: the dataset's notes
-loaded for one user of an isolated database through the real pipeline, and
-`EvalCorpus.evaluate(questions, SearchConfig(...))` runs every question through the real
-search and scores it (`api.evaluation.metrics`, which defines citations and hits).
-
-The pipeline, all production code:
-1. Database: a throwaway database (`autonote_eval_<random>`) on the embedded server started
-   in a temp dir (`eval_server()`), or on a MongoDB URL you pass; dropped afterwards.
-2. Notes: `NotesService.create` for one user (the write path of `POST /v1/notes`), then
-   the reconciler (`build_indexing` → `IndexWorkers.drain`): chunker → embedder →
-   `note_chunks`. Chunking strategy, sizes and the embedding model come from `Settings`
-   built with your overrides (the same names as the environment variables).
-3. Search: `LocalIndex` loaded by `LocalIndexSync.load_all` from `note_chunks`,
-   `LocalBackend`, `RetrievalService.search(author, question, limit, chunks_per_note,
-   mode)`, as `api.app.build_search` wires it for SEARCH_BACKEND=local, with the
-   `RankingConfig` under test. With CHUNKING_ENABLED=false the service's note-level
-   fallback answers, as in production.
-
-Reuse: a corpus holds one chunking configuration; any number of `SearchConfig`s (modes,
-ranking knobs, BM25 column weights) are evaluated against it without re-indexing. Pass one
-`CachingEmbedder` to several corpora so a chunk text embedded for one chunk size is not
-embedded again for another (see `api.evaluation.embedding_cache` for why that is honest).
+`open_corpus` loads a dataset's notes for one user of a throwaway database through the real
+write path and indexer; `EvalCorpus.evaluate` runs each question through the real search and
+scores it (`api.evaluation.metrics`). One corpus per chunking configuration, any number of
+search configurations against it.
 """
 
 from __future__ import annotations

@@ -1,36 +1,8 @@
 """Section-level retrieval metrics (pure: no I/O).
 
-Definitions (also in BENCHMARKS.md `retrieval`):
-
-- A **citation** is one `SectionMatch` of a search response, i.e. one `[n]` reference chat
-  would give: `(note_id, start_offset, end_offset)` in the note's `content_md`.
-- **Order.** Two orders are computed from the same search response:
-  - `citation` (the primary one): every section of every returned note sorted by its own
-    score, best first, ties kept in search order — exactly how
-    `api.chat.context.build_context` numbers the references `[1]`, `[2]`, ... So "the
-    first 3 citations" are the first three references chat gives the model;
-  - `search`: notes in result (rank) order, each note's sections in the order the note
-    lists them — what `POST /v1/search` shows top-down. With 3 sections per note, its top
-    3 are usually all from the first note, so it measures note ranking more than section
-    ranking.
-- **Distinct sections.** A citation counts once: a later citation that overlaps no leaf
-  section of its note that an earlier citation has not already cited is dropped (several
-  chunks, or two non-adjacent pieces, of one section are one citation). A citation that
-  overlaps no leaf section at all (front matter, a heading line) is kept, as a miss.
-- **Hit.** A citation hits a question when it overlaps a gold span of the same note
-  (`Gold.overlaps`: `[start, end)` intersects the gold section's own body).
-- Recall@k: share of questions with a hit among their first k distinct citations.
-  MRR@k: mean of 1/rank of the first hit (0 when none within k).
-- **Strict** Recall@k: a hit must also BE the gold section rather than contain it: at least
-  half (`STRICT_SHARE`) of the citation's characters lie inside the gold section. The
-  plain definition rewards big citations (a 3 000-character window or a whole note overlaps
-  the gold section but does not point at it); for a chunker whose chunks stay inside one
-  section the two agree.
-- Note-level Recall@k / MRR@k: the same on the ranked list of distinct notes (a gold note
-  among the first k notes), for context and for the roadmap's note-level baseline.
-
-Large citations hit more easily (a whole note overlaps every gold section in it), so each
-run also reports the mean length of its first 3 citations in characters.
+A citation (one `SectionMatch`: note, character span) hits when it overlaps a gold section.
+Recall@k and MRR@k over distinct citations in citation or search order, strict recall (the
+citation mostly inside the gold section) and note-level recall (`aggregate`).
 """
 
 from __future__ import annotations
@@ -71,7 +43,9 @@ class RankedNote:
 
 
 def order_citations(notes: Sequence[RankedNote], order: CitationOrder) -> list[Citation]:
-    """Flatten a response into citations in `order` (see the module docstring)."""
+    """Flatten a response into citations in `order`: "citation" sorts every section by its
+    own score, best first (how chat numbers its references); "search" keeps the notes'
+    rank order and each note's own section order (what `POST /v1/search` shows)."""
     flat = [c for note in notes for c in note.sections]
     if order == "search":
         return flat

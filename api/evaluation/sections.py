@@ -1,14 +1,8 @@
 """Leaf sections of a markdown note, as a labelled retrieval dataset defines them.
 
-A section is the unit a citation points at: a heading's OWN body, from after its heading
-line up to the next heading of any level, whitespace-trimmed. The text before the first
-heading (after any front matter) is the section with heading path `()`.
-
-This is deliberately a small line-based scan (ATX and setext headings, fenced code blocks,
-YAML front matter) rather than the system's chunker or a full CommonMark parser: the gold
-labels must not depend on the system under test, and anyone writing a dataset in another
-language must be able to reproduce the offsets from this description alone. The dataset's
-tests cross-check the scan against a real CommonMark parser on every shipped note.
+A section is a heading's OWN body, trimmed (before the first heading: path `()`), found by a
+small line-based scan that does not depend on the system under test and that a dataset
+author can reproduce (its tests cross-check it against a CommonMark parser).
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
-"""Turn uploaded or on-disk documents into markdown notes.
+"""Turn uploaded or on-disk documents into markdown notes (pure: no database, no web framework).
 
-`convert_file` is the one entry point for bytes (used by `POST /v1/notes/import` and
-`autonote import`); `iter_import_paths` expands CLI arguments (files, folders, an Obsidian
-vault) into the files to feed it. Both are pure: no database, no web framework.
-
-- `.md`, `.markdown`, `.txt`: stored as written (UTF-8, BOM dropped, front matter kept);
-  title from front matter `title`, else the first H1, else the file name; tags from front
-  matter `tags` plus inline Obsidian `#tags`.
-- `.html`, `.htm`: `html_md` (BeautifulSoup + markdownify); title from the first H1, else
-  `<title>`, else the file name.
-- `.docx`: `docx_md` (mammoth → HTML → markdownify); title from the "Title"-styled
-  paragraph, else the first H1, else the file name.
-- `.pdf`: `pdf_text` (pypdf, text only); title from the PDF metadata, else the file name.
-
-Every failure is an `ImportFileError` with a machine-readable code, raised for that file
-only, so a batch imports everything else.
+`convert_file` converts one file's bytes (.md/.txt as written; .html, .docx, .pdf converted;
+title and tags as docs/api.md says); `iter_import_paths` expands files and folders. Every
+failure is an `ImportFileError` with a code, for that file only.
 """
 
 from __future__ import annotations

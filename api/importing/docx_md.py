@@ -1,22 +1,7 @@
 """DOCX → markdown via mammoth's semantic HTML and the shared HTML converter.
 
-Why mammoth rather than python-docx: python-docx exposes the raw document model
-(paragraphs with style names, tables, runs) but leaves list detection (numbering
-definitions), hyperlinks, footnotes, nested tables and inline formatting to the caller, so
-turning it into markdown means hand-writing a walker over WordprocessingML. mammoth is a
-maintained docx → HTML converter built for exactly this ("semantic" HTML from styles): it
-maps styles through a declarative style map, resolves bullet/numbered lists from the
-numbering part, and keeps links, bold/italic, tables and footnotes. Its HTML then goes
-through the same `markdownify` pipeline as imported web pages, so DOCX and HTML share one
-set of markdown rules (ATX headings, GFM tables, `- ` bullets). python-docx stays a test
-dependency, used to build real documents.
-
-Style map (added before mammoth's defaults, which already map the `Heading1`.. style ids):
-Word's "Heading 1".."Heading 6" → `h1`..`h6`; "Title" → an `h1` marked as the document
-title, which becomes the note title and is taken out of the body (it lives in the title
-field, and keeping it as an extra `#` heading would nest every section under it twice);
-"Quote"/"Intense Quote" → block quotes. Images are not embedded (mammoth's default is a
-base64 `data:` URI); their alt text is kept.
+Word's "Heading 1".."Heading 6" become `#` headings, "Title" the note title (taken out of the
+body), "Quote"/"Intense Quote" block quotes; images become their alt text.
 """
 
 from __future__ import annotations

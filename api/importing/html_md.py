@@ -1,58 +1,8 @@
 """HTML → markdown that keeps the structure the chunker splits on.
 
-BeautifulSoup cleans the tree first, then `markdownify` (a maintained converter, not a
-hand-written walker) renders it. Cleaning:
-
-- `script`, `style`, `noscript`, `template`, `nav`, `aside`, `form`, `iframe`, `svg`,
-  `button` and hidden elements (`hidden`, an inline `display:none` or `visibility:hidden`
-  declaration) are removed with their content: page chrome, or text no reader of the page
-  saw (a way to slip instructions into a RAG index), not note text. (`aria-hidden` text
-  is shown on screen, so it stays; stylesheet rules are not evaluated.) Without
-  a `<body>`, the `<head>` goes too (its `<title>` is read before). `header`/`footer`
-  go too when they are page-level (ARIA banner/contentinfo); an `<article>`'s or
-  `<section>`'s own `<header>` holds its title and is kept.
-- When the page marks its main content (a single `<main>` or `role="main"`), only that is
-  converted, so a site's menu bar or help pop-up does not become part of the note.
-- Elements with the ARIA landmark roles of those tags (`navigation`, `banner`,
-  `contentinfo`, `complementary`, `search`) are removed likewise, and so are the
-  navigation bars that documentation generators mark by class only (Texinfo `nav-panel`,
-  or `div.header` on pages whose generator meta is makeinfo; DocBook `navheader`/
-  `navfooter`).
-- Permalink markers (`<a href="#x">¶</a>`, rustdoc's `§`) are removed; other links to a
-  fragment of the page itself are unwrapped to their text (after import there is no page
-  for them to point into), and so are links inside headings: a heading like
-  `## [Data Types](#data-types)` would otherwise pollute the chunk breadcrumbs.
-- Links to `javascript:`, `vbscript:` or `data:` URLs are unwrapped to their text; in the
-  URLs kept, spaces, parentheses and angle brackets are percent-encoded, so a URL cannot
-  close the markdown link and open another (`a) [x](javascript:…`); image alt text loses
-  `<`, `>`, `[` and `]`.
-- Text the page shows as markup (`&lt;script&gt;`) stays text: `<` is escaped (`\\<`), and
-  so are `#`, `>`, `-`, `+` and `1.` at the start of a line, so no text becomes raw HTML,
-  a heading or a list in the note. `colspan` is capped at 10 (a 22-byte empty cell with
-  `colspan=1000` became 2 000 bytes of `|`).
-- Images whose source is a `data:` URI (or empty, as DOCX images are) become their alt text,
-  so a pasted screenshot cannot inflate a note by megabytes of base64.
-
-markdownify options, and why:
-
-- `heading_style=ATX`: `#`..`######` headings, which the chunker (and every reader) expects;
-  the default "underlined" style has no form beyond h2.
-- `bullets="-"`: `- ` at every nesting level, the usual note style.
-- `table_infer_header=True`: GFM needs a header row plus `| --- |` separator; a table with
-  no `<th>`/`<thead>` (all DOCX tables) gets its first row promoted instead of an empty
-  header row.
-- `code_language_callback`: fences get the language from `class="language-x"` / `lang-x`
-  on `<pre>` or its `<code>`, or Sphinx's `highlight-x` wrapper.
-- `newline_style="backslash"`: `<br>` becomes `\\` + newline, because trailing spaces (the
-  default) are invisible and we trim them.
-- `strip` is not used: dropping tags by name is done on the soup above, where the whole
-  subtree goes (markdownify's `strip` keeps the text of a stripped tag).
-- Default escaping of `*` and `_` is kept so literal text (`snake_case`) stays literal.
-
-Code containing a ``` run gets a longer fence. Pipes inside table cells are escaped (`\\|`)
-so a cell cannot split the row. After conversion, runs of blank lines are collapsed to one,
-trailing spaces trimmed and leading/trailing rules dropped, except inside fenced code,
-whose content is kept byte for byte (so a code block may keep its own blank-line runs).
+BeautifulSoup cleans the tree (page chrome, hidden text and unsafe links out; only the main
+content when the page marks it), then `markdownify` renders ATX headings, GFM tables and
+`- ` bullets; page text never becomes markup (tests/importing/test_html_rules.py).
 """
 
 from __future__ import annotations
@@ -120,10 +70,10 @@ class _NoteConverter(MarkdownConverter):
     """markdownify with GFM-safe table cells and text that cannot turn into markup."""
 
     def escape(self, text: str, parent_tags: set[str]) -> str:
-        # Page text that spells markdown stays text: `[x](javascript:…)` in a paragraph was
-        # stored as a live link, `&amp;lt;` as an entity that renders `<`, backticks as
-        # code (found by review). A backslash is escaped first, or `\[` in the text would
-        # cancel the escape added to its bracket.
+        # Page text that spells markdown stays text: `[x](javascript:…)` in a paragraph is
+        # no live link, `&amp;lt;` no entity that renders `<`, backticks no code. A
+        # backslash is escaped first, or `\[` in the text would cancel the escape added to
+        # its bracket.
         text = _INLINE_MARKUP.sub(r"\\\g<0>", text)
         text = super().escape(text, parent_tags)
         return _escape_line_starts(text.replace("<", "\\<"))
@@ -219,8 +169,8 @@ def _outermost(soup: BeautifulSoup, texinfo: bool) -> tuple[list[Tag], dict[int,
     """One walk of the tree (iterative: pages may nest thousands deep): the outermost
     chrome elements, and for every other element whether it lies within a sectioning
     element (bit 1) or a heading (bit 2). ImportFileError("too_large") beyond MAX_DEPTH.
-    Asking each element for its ancestors instead cost depth × elements (minutes on a
-    200 KB page of nested divs and links, found by review)."""
+    Asking each element for its ancestors instead would cost depth × elements
+    (tests/importing/test_hostile_files.py)."""
     chrome: list[Tag] = []
     context: dict[int, int] = {}
     stack: list[tuple[Tag, int, int]] = [(soup, 0, 0)]

@@ -1,16 +1,8 @@
 """Title and tags of a markdown note: front matter, first H1, Obsidian-style `#tags`.
 
-The markdown is read with pyromark (pulldown-cmark, CommonMark + GFM, the parser the
-chunker uses), so "first H1", "outside code" and "front matter" mean what a markdown
-renderer means: a `# comment` inside a fenced block is not a heading and `#include` in code
-is not a tag. Front matter is read by the chunker's rule
-(`api.chunking.front_matter`): a YAML (`---` … `---`/`...`) or TOML (`+++` …
-`+++`) block at the very start that loads as a mapping, so the block whose title and tags
-are taken is exactly the block no chunk holds; anything else is content.
-
-Inline tags follow Obsidian's rule: `#` at the start of a word, then letters, digits, `_`,
-`-` or `/` (nested tags), with at least one letter (`#123` is an issue number, not a tag).
-Tags in code, HTML blocks, escaped (`\\#x`), or glued to a word (`a#b`, URLs) do not count.
+Read with pyromark, the chunker's parser (a `# comment` in a code block is no heading,
+`#include` in code no tag), and front matter by the chunker's rule
+(`api.chunking.front_matter`).
 """
 
 from __future__ import annotations

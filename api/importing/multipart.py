@@ -1,10 +1,8 @@
 """The import's multipart body, read strictly.
 
-Starlette decodes a field name, a file name or a text field that is not valid in the
-body's charset (UTF-8 unless the Content-Type says otherwise) as Latin-1 instead: the
-bytes `\\xff\\xfe` became the tag "ÿþ" and the file name "ÿþ.md", stored as if the client
-had sent them. Here such a part is a 400 and nothing is stored; the parser is otherwise
-Starlette's own (limits on files, fields and part sizes; spooled temporary files).
+A field name, file name or text field that is not valid in the body's charset is a 400
+(Starlette would decode it as Latin-1: `\\xff\\xfe` as the tag "ÿþ"); the parser and its
+limits are otherwise Starlette's own.
 """
 
 from __future__ import annotations
@@ -57,8 +55,8 @@ async def read_multipart(request: Request, *, max_files: int, max_fields: int) -
             )
             return await parser.parse()
     except ClientDisconnect:
-        # The client went away mid-body: a bad request, not a server error (it was logged
-        # as an unhandled 500 with a traceback; found by review). Nobody reads the answer.
+        # The client went away mid-body: a bad request, not a server error (no unhandled
+        # 500 with a traceback). Nobody reads the answer.
         raise BadRequest("the request body ended early: the client disconnected") from None
     except MultiPartException as exc:
         if exc.message.startswith("Too many files"):

@@ -1,14 +1,7 @@
-"""PDF → plain-text markdown with `pypdf` (pure Python, BSD-3-Clause, no system libraries).
+"""PDF → plain-text markdown with `pypdf` (pure Python, no system libraries).
 
-A PDF is a page description, not a document tree: it places glyphs, it does not say "this
-is a heading" or "this is a table" (unless tagged, which few are). So the import recovers
-text only: one paragraph block per page, pages separated by a blank line, line breaks as
-pypdf's layout-free extraction reports them. Headings, lists and tables are NOT recovered;
-a PDF note is chunked by paragraphs and size, not by sections. Layout-aware converters
-(docling, marker, pymupdf4llm) recover more structure but bring ML models or AGPL code.
-
-Lines that markdown would read as structure (`# ...` headings, `---`/`===` setext
-underlines or rules) are backslash-escaped so extracted text stays text.
+Text only: one paragraph block per page; headings, lists and tables are not recovered, and
+lines markdown would read as structure are escaped.
 """
 
 from __future__ import annotations
@@ -37,7 +30,7 @@ def _escape_structure(line: str) -> str:
 def valid_unicode(text: str) -> str:
     """`text` with each lone surrogate as U+FFFD (a surrogate pair becomes its character).
     pypdf gives one for a glyph whose ToUnicode map names a surrogate code, and a note
-    cannot hold it: one such glyph failed the whole file (found by review)."""
+    cannot hold it: one such glyph must not fail the whole file."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

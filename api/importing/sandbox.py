@@ -1,14 +1,9 @@
 """Converting an uploaded file under a time and memory budget.
 
-HTML, DOCX and PDF conversion runs third-party parsers over bytes an end user chose, and a
-few kilobytes can cost minutes and gigabytes: a DOCX whose XML inflates 300×, an HTML table
-of `colspan=1000` cells, PDF pages sharing one huge content stream (all found by review).
-So each such file is converted in a child process with an address-space limit
-(`AUTONOTE_IMPORT_MEMORY_MB`) and a wall-clock limit (`AUTONOTE_IMPORT_TIMEOUT_S`); past
-either, the child is killed and the file is reported as `too_complex`, while the API and
-the other files carry on. Children come from a `forkserver` (started once, with the
-converters imported), never forked from the threaded server itself. Markdown and text files
-are read in-process: their cost is linear in their size, which is already limited.
+HTML, DOCX and PDF files are converted in a child process (from a `forkserver`) with an
+address-space limit (`AUTONOTE_IMPORT_MEMORY_MB`) and a wall-clock limit
+(`AUTONOTE_IMPORT_TIMEOUT_S`); past either, the file is `too_complex` and the rest go on.
+Markdown and text files are read in-process.
 """
 
 from __future__ import annotations
@@ -47,7 +42,7 @@ def _convert_in_child(
 ) -> None:  # pragma: no cover - runs in the child process
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     # Its own deadline too, and death with the forkserver: if the API process is killed,
-    # nothing is left to kill a child that converts on for minutes (found by review).
+    # nothing would be left to kill a child that converts on for minutes.
     cpu = math.ceil(timeout_s) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     die_with_parent()
@@ -60,8 +55,8 @@ def _convert_in_child(
         result = ("error", "too_large", "the document is nested too deeply to convert")
     except MemoryError:
         # Out at once, allocating nothing more: the parent reads the closed pipe as
-        # "over the memory budget". (Building a reply here could stall for as long as
-        # the time budget, measured.)
+        # "over the memory budget" (building a reply here can stall for as long as the
+        # time budget).
         os._exit(3)
     try:
         conn.send(result)

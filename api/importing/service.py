@@ -68,9 +68,9 @@ class ImportService:
     @contextlib.asynccontextmanager
     async def request_turn(self, user: User) -> AsyncIterator[None]:
         """One import request per user at a time, taken before its body is read: the files
-        of a request are held in memory while they wait for conversion, and one user's 12
-        concurrent uploads of 50 MB held 1.2 GB (found by review). Later requests wait with
-        their bodies unread."""
+        of a request are held in memory while they wait for conversion, so a user's
+        concurrent uploads would add up. Later requests wait with their bodies unread
+        (tests/importing/test_import_api.py)."""
         async with self._one_per_user(self._importing, user):
             yield
 
@@ -109,7 +109,7 @@ class ImportService:
         to the configured length, as many as fit beside the request's own `tags`, which
         are always kept (they were checked against the limits already). A file with too
         many or too long tags of its own is imported, not failed, with a warning for each
-        change (they were cut and dropped without a word; found by review)."""
+        change."""
         max_tags, max_length = self._notes.tag_limits
         kept = normalize_tags(extra)  # compared as stored (trimmed)
         warnings: list[str] = []
@@ -141,8 +141,8 @@ class ImportService:
         """Convert and store each file; per-file errors are collected, not raised. Tags for
         every note are checked first: bad ones fail the whole request (ValidationFailed),
         before any note is written. `abandoned()` is asked before each file: once the client
-        has gone, the files left are not converted (a dropped upload of 200 costly files
-        held its user's turn for their whole conversion; found by review)."""
+        has gone, the files left are not converted (a dropped upload of many costly files
+        would hold its user's turn for their whole conversion)."""
         if extra_tags:
             self._notes.check_tags(extra_tags)
         report = ImportReport()

@@ -21,9 +21,9 @@ def shown_path(path: Path) -> str:
 
 
 def unsendable(path: Path, name: str, settings: Settings) -> str | None:
-    """Why `path` is reported instead of uploaded: a name that is not UTF-8 (httpx raised,
-    and the run stopped with a traceback) or a file over the per-file limit (one of 1.5 GB
-    was read whole into memory to be refused; found by review)."""
+    """Why `path` is reported instead of uploaded: a name that is not UTF-8 (httpx would
+    raise) or a file over the per-file limit (never read into memory only to be
+    refused)."""
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
@@ -42,8 +42,8 @@ def post_import(
     client: httpx.Client, upload: list[Any], data: dict[str, Any] | None, timeout: httpx.Timeout
 ) -> httpx.Response:
     """POST one batch; a 429 (refused before anything is read or stored) is retried after
-    its Retry-After, up to 5 posts in all, instead of failing the batch (found by review);
-    the last answer is returned whatever it is."""
+    its Retry-After, up to 5 posts in all, instead of failing the batch; the last answer
+    is returned whatever it is."""
 
     def retry_after(state: RetryCallState) -> float:
         resp = state.outcome.result() if state.outcome is not None else None
@@ -63,8 +63,8 @@ def post_import(
 def import_batches(files: list[Path], max_files: int, max_bytes: int) -> list[list[Path]]:
     """Files grouped for upload: at most `max_files` per request, and at most `max_bytes`
     (AUTONOTE_MAX_IMPORT_BYTES, less room for the multipart framing) unless one file is
-    bigger alone. Batching by count only sent five 10 MB PDFs in one 50 MB+ request: a 413
-    for all of them (found by review)."""
+    bigger alone (batching by count only would send five 10 MB PDFs in one request over
+    the server's limit)."""
     budget = max(1, max_bytes - 64 * 1024)
     batches: list[list[Path]] = []
     current: list[Path] = []

@@ -1,14 +1,8 @@
-"""Exact token counting for chunk sizing.
+"""Exact token counting for chunk sizing, behind the small `Tokenizer` protocol: tiktoken
+`cl100k_base` (OpenAI embeddings, the default) or the local MiniLM model's word pieces.
 
-A chunk is sized in the tokens of the model that will embed it: tiktoken `cl100k_base` for
-OpenAI embeddings (the default), or the word-piece tokenizer of the local MiniLM model. Both
-sit behind the small `Tokenizer` protocol so the chunker never guesses (`len(text) // 4`).
-
-`split_at_tokens` is the chunker's last resort for text with no better cut (one enormous
-word, CJK without punctuation). Cutting a token sequence into windows and re-tokenising
-each window on its own can yield *more* tokens than the window had (a word cut in half
-becomes two word starts), so every piece is re-counted and any piece over the limit is cut
-again until all fit.
+`split_at_tokens`, the chunker's last resort, re-counts every piece on its own and cuts any
+piece still over the limit again (a re-tokenised window can hold more tokens than it had).
 """
 
 from __future__ import annotations
@@ -217,9 +211,9 @@ class TiktokenTokenizer:
         return pieces
 
 
-# A `tokenizers` Encoding holds ~570 bytes per token (ids, offsets, token strings, masks):
-# one Encoding of a whole 2 MB note of punctuation took 1.1 GB. Long texts are encoded in
-# segments of about this many characters, and batches in groups of about this many in all.
+# A `tokenizers` Encoding holds ~570 bytes per token (ids, offsets, token strings, masks),
+# so long texts are encoded in segments of about this many characters, and batches in
+# groups of about this many in all (bounded memory).
 _HF_SEGMENT_CHARS = 1 << 15
 _HF_GROUP_CHARS = 1 << 18
 # Where a BERT pre-tokeniser (splits at whitespace and punctuation) never joins the text on

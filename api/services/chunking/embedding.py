@@ -1,10 +1,11 @@
-"""Embedding chunks in one call: the roadmap's `generate_embeddings(chunks)`.
+"""Embedding chunks in one call: `generate_embeddings(chunks)` of the original design.
 
 The chunker stays pure: this module imports no client and does no I/O of its own. The
 vectors come from the embedder it is handed (anything with `async embed(texts)` returning
 an object with `.vectors`, such as `connectors.embeddings`' `OpenAIEmbedder` and
 `LocalEmbedder`). The indexing pipeline does not use it: it reuses vectors by content hash
-across versions and batches across notes; this is for scripts and the roadmap's callers.
+across versions and batches across notes; this is for scripts and the original chunking
+tests.
 """
 
 from __future__ import annotations
