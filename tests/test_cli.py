@@ -74,7 +74,7 @@ def test_users_create_prints_only_the_user_and_its_key(
     tmp_path: Path, mongo_url: str, db_name: str
 ) -> None:
     """`KEY=$(autonote users create bob)`: stdout is the key alone (it held the user line
-    too; found by review); the user line and logs go to stderr."""
+    too); the user line and logs go to stderr."""
     res = autonote(
         ["users", "create", "  bob "], tmp_path, MONGODB_URL=mongo_url, MONGODB_DB=db_name
     )
@@ -91,8 +91,8 @@ def test_users_create_prints_only_the_user_and_its_key(
 
 @pytest.mark.parametrize("args", [["users", "create", "eve"], ["indexes", "create"]])
 def test_an_unreachable_database_is_one_line_and_exit_2(tmp_path: Path, args: list[str]) -> None:
-    """users create and indexes create printed a 277-line traceback and exited 1 (found by
-    review); check and migrate already answered one line and exit 2."""
+    """users create and indexes create printed a 277-line traceback and exited 1; check and
+    migrate already answered one line and exit 2."""
     res = autonote(args, tmp_path, MONGODB_URL="mongodb://127.0.0.1:1/", MONGODB_TIMEOUT_MS="300")
     assert res.returncode == 2, res.stderr[-500:]
     assert "Traceback" not in res.stderr and "cannot use the database" in res.stderr
@@ -101,7 +101,7 @@ def test_an_unreachable_database_is_one_line_and_exit_2(tmp_path: Path, args: li
 
 def test_eval_run_reports_bad_input_in_one_line(tmp_path: Path) -> None:
     """A malformed dataset, an invalid setting and an unwritable --dump were tracebacks
-    (the last after the whole evaluation; found by review)."""
+    (the last after the whole evaluation)."""
     notes = tmp_path / "notes.jsonl"
     notes.write_text('{"id": "n1"}\n')
     questions = tmp_path / "q.jsonl"

@@ -1,4 +1,4 @@
-"""Settings: roadmap variable names, defaults, and fail-fast errors naming the variable."""
+"""Settings: the original variable names, defaults, and fail-fast errors naming the variable."""
 
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ def test_target_tokens_reach_the_chunker(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_chunk_size_default_follows_the_strategy(
     monkeypatch: pytest.MonkeyPatch, env: dict[str, str], window: int
 ) -> None:
-    """Unset CHUNKING_MAX_TOKENS means 512-token windows for fixed_tokens (DESIGN.md §4) and
+    """Unset CHUNKING_MAX_TOKENS means 512-token windows for fixed_tokens (docs/chunking.md) and
     300 otherwise; an explicit value wins. Checked on the chunks the app would store."""
     from types import SimpleNamespace
 

@@ -81,8 +81,8 @@ async def test_readyz_in_an_outage_answers_like_every_route(own_database: Any) -
 async def test_readyz_answers_within_the_database_timeout_when_the_database_stalls(
     own_database: Any,
 ) -> None:
-    """A stalled (not dead) database: the first /readyz took 7.5-8.5 s with a 3 s timeout
-    (found by review), longer than most probes wait."""
+    """A stalled (not dead) database: the first /readyz took 7.5-8.5 s with a 3 s timeout,
+    longer than most probes wait."""
     async with running_app(own_database) as api:
         assert (await api.client.get("/readyz")).status_code == 200
         process = api.container.embedded.process

@@ -1,4 +1,4 @@
-"""Every invariant of DESIGN.md §4, checked on real chunker output.
+"""Every invariant of docs/chunking.md, checked on real chunker output.
 
 The structure the checks compare against (top-level headings, fenced code blocks, front
 matter) is computed here independently of the chunker's own helpers: headings and fences

@@ -1,4 +1,4 @@
-"""One test per rule of the hierarchical chunker (DESIGN.md §4), on hand-written notes."""
+"""One test per rule of the hierarchical chunker (docs/chunking.md), on hand-written notes."""
 
 from __future__ import annotations
 

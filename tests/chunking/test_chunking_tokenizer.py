@@ -271,7 +271,7 @@ def test_a_long_note_is_word_piece_encoded_in_bounded_pieces(
 def test_every_ideograph_a_segment_may_start_with_keeps_the_tokens() -> None:
     """The cut before a CJK ideograph is safe only where BertNormalizer pads it with
     spaces: the first ranges took whole supplementary planes, and a cut before U+2CEB0
-    split 'ab𬺰cd' into two words (found by review). Every code point the rule cuts
+    split 'ab𬺰cd' into two words. Every code point the rule cuts
     before, between two words."""
     from api.tokenizer.encoders import segments_at, word_piece_cuts
 

@@ -144,7 +144,7 @@ def test_past_the_free_placeholders_payloads_stay_as_they_are(
 
 def test_matching_stays_linear_on_adversarial_text() -> None:
     """Each `data:` used to start a regex match that walked every later `;k=v`: 128 KB of
-    `data:;a=` took 27 s with the GIL held (found by review). Now the work per
+    `data:;a=` took 27 s with the GIL held. Now the work per
     `;base64,` is bounded."""
     for text in (
         "data:;a=" * 16_000 + "\n;base64,\n",  # 128 KB
@@ -177,7 +177,7 @@ def _mask_5000_beside(icons: str) -> None:
 
 def test_front_matter_is_decided_on_the_note_as_written() -> None:
     """A front matter block over 64 KB is content; masking its payload made it small
-    enough to be read as metadata and left out of every chunk (found by review)."""
+    enough to be read as metadata and left out of every chunk."""
     big = (
         f"---\ntitle: Trip\ncover: data:image/png;base64,{IMAGE[:80_000]}\n---\n\n# Day 1\n\nHi.\n"
     )
@@ -213,8 +213,8 @@ def test_parameters_with_parentheses_are_part_of_the_uri() -> None:
 
 def test_colliding_hashes_cost_bounded_probes(monkeypatch: pytest.MonkeyPatch) -> None:
     """Checksums can be made to collide: 800 payloads sharing one probe sequence beside
-    plane-15 characters on it took 4 s, growing with the square of the note (found by
-    review). Here every payload hashes alike; probes stop after a few and the lowest free
+    plane-15 characters on it took 4 s, growing with the square of the note. Here every
+    payload hashes alike; probes stop after a few and the lowest free
     character is taken."""
 
     class SameDigest:

@@ -197,7 +197,7 @@ def test_missing_tokenizer_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_the_arena_gives_memory_back_after_each_run() -> None:
     """onnxruntime's CPU arena kept the peak of every padded batch shape: an API process
-    held ~1.25 GB after indexing, for good (found by review). Two child processes embed
+    held ~1.25 GB after indexing, for good. Two child processes embed
     the same 96 texts, one with the default run options, one without shrinkage."""
     from benchmarks import embedding_memory
 

@@ -162,7 +162,7 @@ async def trickling_server(
 async def test_a_server_that_trickles_bytes_cannot_hold_an_answer_past_its_deadline() -> None:
     """`timeout_s` bounds each read; a server sending one byte of JSON whitespace every
     0.3 s never lets a read time out, and held the chat request for as long as it liked
-    (12 s with a 2 s timeout; found by review). The whole answer now has a deadline."""
+    (12 s with a 2 s timeout). The whole answer now has a deadline."""
     body = json.dumps({"choices": []}).encode()
     async with trickling_server(
         b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n",
@@ -170,7 +170,7 @@ async def test_a_server_that_trickles_bytes_cannot_hold_an_answer_past_its_deadl
         f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n",
     ) as client:
         # Room for the SDK's longest Retry-After wait (60 s) per retry, so a healthy answer
-        # after a 429 is never cut off (a first version allowed 2 s; found by review).
+        # after a 429 is never cut off (a first version allowed 2 s).
         assert model(client, timeout_s=1.0, max_retries=1).deadline_s == 63.0
         chat = model(client, timeout_s=1.0, max_retries=0)
         assert chat.deadline_s == 2.0
@@ -201,7 +201,7 @@ async def test_a_stream_that_sends_nothing_ends_at_its_deadline() -> None:
 
 async def test_a_refusal_after_content_is_not_streamed_as_complete_would_not_return_it() -> None:
     """`complete` returns the content when a reply has both; the stream yielded the content
-    and then the refusal, so the two paths disagreed (found by review)."""
+    and then the refusal, so the two paths disagreed."""
 
     def event(delta: dict[str, str]) -> bytes:
         choice = {"index": 0, "delta": delta, "finish_reason": None}

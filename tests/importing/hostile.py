@@ -1,5 +1,5 @@
 """Hostile files for the import tests, built in code (no committed binaries): a DOCX whose
-XML inflates ~300:1 and a PDF whose pages all share one content stream (found by review)."""
+XML inflates ~300:1 and a PDF whose pages all share one content stream."""
 
 from __future__ import annotations
 

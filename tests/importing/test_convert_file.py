@@ -288,7 +288,7 @@ def test_pdf_with_no_text_is_empty() -> None:
 
 def test_pdf_glyph_mapped_to_a_lone_surrogate_becomes_a_replacement_character() -> None:
     """One glyph whose ToUnicode entry is a surrogate code failed the whole file with
-    "content_md is not valid Unicode" (found by review); a pair still reads as its char."""
+    "content_md is not valid Unicode"; a pair still reads as its char."""
     data = pdf_with_to_unicode(b"ABC", {0x41: b"D800", 0x42: b"0042", 0x43: b"D83DDE00"})
     note = convert_file("glyphs.pdf", data)
     assert note.content_md == "\ufffdB😀"

@@ -1,4 +1,4 @@
-"""Hostile uploads (found by review): a few kilobytes that cost minutes and gigabytes to
+"""Hostile uploads: a few kilobytes that cost minutes and gigabytes to
 convert are stopped by the conversion budget and reported per file; one user's costly
 files do not hold up another user's import; HTML cannot smuggle live markup, script links
 or hidden text into a note."""
@@ -151,8 +151,8 @@ async def test_one_users_costly_files_do_not_hold_up_anothers(api: Api) -> None:
 
 
 def test_urls_cannot_close_their_link_and_visible_text_stays() -> None:
-    """Found by review of the first version: a URL with `) [x](javascript:…` opened a live
-    link after the kept one, image alt text carried raw HTML; `aria-hidden` (shown on
+    """A URL with `) [x](javascript:…` opened a live link after the kept one, image alt
+    text carried raw HTML; `aria-hidden` (shown on
     screen, hidden from screen readers) dropped visible heading text, and a custom property
     mentioning `display:none` dropped a paragraph."""
     md = html_to_markdown(
@@ -173,7 +173,7 @@ def test_urls_cannot_close_their_link_and_visible_text_stays() -> None:
 
 async def test_a_cancelled_conversion_ends_before_its_slots_are_given_back(api: Api) -> None:
     """Cancelling an import (server stopping) gave the slots back while the child went on
-    converting for up to the whole budget: each retry started another (found by review)."""
+    converting for up to the whole budget: each retry started another."""
     imports = api.container.imports
     imports._sandbox.timeout_s = 60
     jobs = []
@@ -214,8 +214,8 @@ async def test_an_abandoned_import_stops_converting(api: Api) -> None:
 
 
 def test_line_starts_are_escaped_across_inline_elements() -> None:
-    """Escaping text nodes one by one left `<span>1</span>. item` a live list item (found
-    by review); a paragraph holding a real list (sloppy HTML) keeps the list."""
+    """Escaping text nodes one by one left `<span>1</span>. item` a live list item; a
+    paragraph holding a real list (sloppy HTML) keeps the list."""
     md = html_to_markdown(
         b"<p><span>1</span>. item</p><p>2<span>.</span> two</p>"
         b"<p>text<ul><li>x</li></ul></p><ol><li>real</li></ol>"

@@ -118,7 +118,7 @@ def test_literal_markdown_characters_are_escaped() -> None:
 def test_page_text_that_spells_markdown_renders_as_the_same_text(text: str) -> None:
     """Rendered by a CommonMark renderer, the converted page shows its text as written: no
     link, image, code span or entity appears (page text became a live `javascript:` link,
-    also when split over spans; found by review)."""
+    also when split over spans)."""
 
     def page(split: bool) -> str:
         paragraphs = []

@@ -182,7 +182,7 @@ async def test_a_files_own_tags_are_fitted_to_the_limits_not_fatal(api: Api) -> 
     tags = {i["filename"]: i["note"]["tags"] for i in r.json()["imported"]}
     assert tags["long.md"] == ["x" * 64, "ok", "mine"]
     assert tags["daily.md"] == [f"topic{i}" for i in range(49)] + ["mine"]
-    # ... and each file says what was changed (it happened without a word; found by review)
+    # ... and each file says what was changed (it happened without a word)
     warnings = {i["filename"]: i["warnings"] for i in r.json()["imported"]}
     assert len(warnings["long.md"]) == 1 and "cut to 64 characters" in warnings["long.md"][0]
     assert len(warnings["daily.md"]) == 1
@@ -192,7 +192,7 @@ async def test_a_files_own_tags_are_fitted_to_the_limits_not_fatal(api: Api) -> 
 
 async def test_tag_fitting_compares_the_requests_tags_as_stored(make_settings: Any) -> None:
     """With room for 3 tags, a file's [a, b, c] and the request's " a " fit exactly (the
-    request's tag was compared untrimmed, so c was dropped; found by review)."""
+    request's tag was compared untrimmed, so c was dropped)."""
     from tests.conftest import running_app
 
     async with running_app(make_settings(autonote_max_tags=3)) as api:
@@ -319,7 +319,7 @@ async def test_import_refuses_text_that_is_not_utf8_and_non_multipart_bodies(api
 
 def test_cli_import_fits_the_servers_request_limit(make_settings: Any, tmp_path: Path) -> None:
     """Three 40 KB files against a 100 KB request limit: the CLI sent them in one request
-    and stopped at the 413 with nothing imported (found by review). It now sends smaller
+    and stopped at the 413 with nothing imported. It now sends smaller
     batches; a file too big for any request fails alone, and the run goes on."""
     vault = tmp_path / "vault"
     vault.mkdir()
@@ -344,7 +344,7 @@ def test_cli_import_fits_the_servers_request_limit(make_settings: Any, tmp_path:
 
 def test_cli_import_fits_the_servers_file_count_limit(make_settings: Any, tmp_path: Path) -> None:
     """A server allowing 2 files per request answered the CLI's batch of 3 with a 400
-    'Too many files' and nothing was imported (found by review): it is a 413 now, which
+    'Too many files' and nothing was imported: it is a 413 now, which
     the CLI answers with smaller batches."""
     vault = tmp_path / "vault"
     vault.mkdir()
@@ -418,7 +418,7 @@ def test_cli_import_reports_what_it_cannot_read(
 
 async def test_a_users_second_import_waits_with_its_body_unread(api: Api) -> None:
     """Each import request held all its files in memory while they waited for conversion:
-    one user's 12 concurrent uploads of 50 MB held 1.2 GB (found by review). A user's
+    one user's 12 concurrent uploads of 50 MB held 1.2 GB. A user's
     imports now run one at a time, the next one's body unread until its turn; another
     user's import does not wait."""
     import asyncio
@@ -468,7 +468,7 @@ def test_cli_import_reports_bad_names_and_big_files_and_waits_out_429(
 ) -> None:
     """A file name that is not UTF-8 stopped the run with a traceback; a file over the
     per-file limit was read whole (1.5 GB, 4.7 GB of memory) to be refused; a 429 failed
-    its batch (found by review). Now the first two fail alone, before any upload, and a
+    its batch. Now the first two fail alone, before any upload, and a
     rate-limited batch is sent again after its Retry-After."""
     vault = tmp_path / "vault"
     vault.mkdir()

@@ -23,8 +23,8 @@ def test_new_ids_keep_the_second_and_share_no_counter() -> None:
 
 async def test_the_gap_between_two_of_bobs_ids_does_not_count_alices_chunks(api: Api) -> None:
     """Note ids came from the driver's per-process counter, which every chunk the indexer
-    wrote for any user also advanced: Bob's id gap minus 2 was Alice's chunk_count (found
-    by review). Ids of notes and chunks are random past their timestamp now."""
+    wrote for any user also advanced: Bob's id gap minus 2 was Alice's chunk_count. Ids of
+    notes and chunks are random past their timestamp now."""
     alice, bob = await api.new_user("alice"), await api.new_user("bob")
 
     async def bob_note() -> int:

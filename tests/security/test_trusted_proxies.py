@@ -1,8 +1,8 @@
 """`autonote serve` believes X-Forwarded-For only from AUTONOTE_TRUSTED_PROXIES.
 
 uvicorn's default trusted 127.0.0.1: any local process could send each wrong admin token
-under a new X-Forwarded-For address and never reach the per-client throttle (found by
-review). The real server process is started, as an operator would."""
+under a new X-Forwarded-For address and never reach the per-client throttle. The real
+server process is started, as an operator would."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""`generate_embeddings`: the roadmap's one call that embeds chunks, with the real `openai`
-client against the local stub and with the real local model; and the chunker package
-itself loading no client."""
+"""`generate_embeddings`: the one call of the original design that embeds chunks, with the
+real `openai` client against the local stub and with the real local model; and the chunker
+package itself loading no client."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import pytest
 from api.services.chunking import MarkdownChunker
 from connectors.embeddings.base import EmbeddingError
 from connectors.embeddings.local import LocalEmbedder
-from tests.api import test_chunking as roadmap  # modules: pytest collects their tests once
-from tests.performance import test_chunking_performance as roadmap_speed
+from tests.api import test_chunking as original  # modules: pytest collects their tests once
+from tests.performance import test_chunking_performance as original_speed
 from tests.stubs.fixtures import StubServer
 from tests.stubs.openai_stub import stub_embedding
 
@@ -36,19 +36,19 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
 
 @pytest.fixture
 def stub_env(clean_env: pytest.MonkeyPatch, openai_stub: StubServer) -> StubServer:
-    """The environment a user of the roadmap sets (a key), pointed at the stub."""
+    """The environment the original chunking tests expect (a key), pointed at the stub."""
     clean_env.setenv("OPENAI_API_KEY", "sk-stub")
     clean_env.setenv("OPENAI_BASE_URL", openai_stub.base_url)
     return openai_stub
 
 
-async def test_the_roadmaps_embedding_tests_pass_with_a_key(stub_env: StubServer) -> None:
-    # Phase 5.1's and 5.3's tests, exactly as written; they skip without OPENAI_API_KEY.
-    await roadmap.TestMarkdownChunker().test_embedding_generation()
+async def test_the_original_embedding_tests_pass_with_a_key(stub_env: StubServer) -> None:
+    # The original chunking tests, exactly as written; they skip without OPENAI_API_KEY.
+    await original.TestMarkdownChunker().test_embedding_generation()
     (request,) = stub_env.requests_to(EMBEDDINGS)
     assert request.body["input"] == ["Embedding Test > Test\n\nThis is a test."]
     assert request.body["model"] == "text-embedding-3-small"
-    await roadmap_speed.TestChunkingPerformance().test_embedding_generation_speed("sk-stub")
+    await original_speed.TestChunkingPerformance().test_embedding_generation_speed("sk-stub")
     assert len(stub_env.requests_to(EMBEDDINGS)) == 2
     assert len(stub_env.requests_to(EMBEDDINGS)[1].body["input"]) == 10  # one batched call
 
@@ -71,7 +71,7 @@ async def test_each_chunk_gets_its_own_texts_vector_and_repeats_are_sent_once(
     assert chunks[0].embedding is not chunks[2].embedding  # no shared, mutable list
 
 
-async def test_a_key_passed_as_the_roadmap_does_is_used(
+async def test_a_key_passed_as_the_original_tests_do_is_used(
     clean_env: pytest.MonkeyPatch, openai_stub: StubServer
 ) -> None:
     """`generate_embeddings(chunks, openai_api_key)` (Phase 5.3): that key, OpenAI's model,
@@ -138,7 +138,7 @@ async def test_chunks_sized_for_another_model_are_refused_before_any_work(
 
 
 def test_importing_the_chunker_loads_no_client() -> None:
-    """The chunker is a pure library (DESIGN.md §1): `generate_embeddings` imports the
+    """The chunker is a pure library (docs/chunking.md): `generate_embeddings` imports the
     providers only when it is called without an embedder."""
     code = (
         "import sys, api.services.chunking\n"
