@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import metrics, trace
@@ -44,19 +45,28 @@ chunk_search_duration = meter.create_histogram(
     "chunk.search.duration", unit="ms", description="Chunk search latency (embedding included)"
 )
 
-_queue_depth_value: dict[str, int] = {"pending": 0, "failed": 0}
+
+@dataclass(slots=True)
+class _QueueDepth:
+    """The latest indexing queue depth (read by the observable gauge)."""
+
+    pending: int = 0
+    failed: int = 0
+
+
+_queue_depth = _QueueDepth()
 
 
 def set_queue_depth(pending: int, failed: int) -> None:
     """Record the latest indexing queue depth (read by the observable gauge)."""
-    _queue_depth_value["pending"] = pending
-    _queue_depth_value["failed"] = failed
+    _queue_depth.pending = pending
+    _queue_depth.failed = failed
 
 
 def _observe_queue(_options: Any) -> list[metrics.Observation]:
     return [
-        metrics.Observation(_queue_depth_value["pending"], {"state": "pending"}),
-        metrics.Observation(_queue_depth_value["failed"], {"state": "failed"}),
+        metrics.Observation(_queue_depth.pending, {"state": "pending"}),
+        metrics.Observation(_queue_depth.failed, {"state": "failed"}),
     ]
 
 

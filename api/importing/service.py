@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -19,6 +18,7 @@ from pydantic import ValidationError
 from api.errors import DomainError
 from api.importing import ImportFileError, convert_file
 from api.importing.sandbox import ConversionSandbox
+from api.importing.types import ImportReport
 from api.notes.schemas import NoteCreate
 from api.notes.service import NotesService
 from api.schemas import CONTROL, TEXT_PATTERN, normalize_tags
@@ -38,12 +38,6 @@ def one_line(text: str, limit: int) -> str | None:
     than failing the file."""
     cleaned = " ".join(_CONTROL.sub(" ", text).split())[:limit].rstrip()
     return cleaned if _VALID_TEXT.match(cleaned) else None
-
-
-@dataclass
-class ImportReport:
-    imported: list[tuple[str, dict[str, Any], list[str]]] = field(default_factory=list)
-    errors: list[tuple[str, str, str]] = field(default_factory=list)  # filename, code, detail
 
 
 class ImportService:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 # Stored as written (read in-process); every other supported type goes through a parser.
 TEXT_EXTENSIONS: frozenset[str] = frozenset({".md", ".markdown", ".txt"})
@@ -49,3 +49,12 @@ class ImportFileError(Exception):
     def to_dict(self) -> dict[str, str]:
         """The error as a JSON-ready body fragment (`{"code": ..., "detail": ...}`)."""
         return {"code": self.code, "detail": self.detail}
+
+
+@dataclass
+class ImportReport:
+    """What one import request did: per file, the stored note (as the API returns it) and
+    its warnings, or the error code and detail."""
+
+    imported: list[tuple[str, dict[str, Any], list[str]]] = field(default_factory=list)
+    errors: list[tuple[str, str, str]] = field(default_factory=list)  # filename, code, detail
