@@ -60,6 +60,16 @@ PAGES = {
     "load": "load.md",
     "migration_live": "migration.md",
 }
+# Sections of the one-off studies in benchmarks/investigations/ (not run by `make bench`).
+INVESTIGATIONS = {
+    "chunk_quality_fp32",
+    "chunk_quality_holdout",
+    "embedding_memory",
+    "retrieval_section_scorer",
+    "search_deepening",
+    "search_note_text",
+    "tokenizer_backends",
+}
 
 # Libraries that would otherwise try a model hub or a corpus download on first use.
 OFFLINE_ENV = {
@@ -201,11 +211,13 @@ def code_revision(*paths: str) -> str:
 
 
 def page_for(name: str) -> Path:
-    """The area page that holds section `name`."""
+    """The file that holds section `name`: its area page, or the investigations' report."""
+    if name in INVESTIGATIONS:
+        return INVESTIGATIONS_REPORT
     try:
         return DOCS_DIR / PAGES[name]
     except KeyError:
-        raise KeyError(f"no area page for section {name!r}: add it to PAGES") from None
+        raise KeyError(f"no page for section {name!r}: add it to PAGES") from None
 
 
 def update_section(name: str, body: str, path: Path | None = None) -> None:

@@ -209,7 +209,7 @@ async def test_indexing_fairness_rounds_and_report(mongo_url: str) -> None:
 
 
 async def test_search_note_text_reads_less_than_whole_notes() -> None:
-    from benchmarks.search_note_text import MODES, measure, render
+    from benchmarks.investigations.search_note_text import MODES, measure, render
 
     result = await measure(notes=2, note_chars=40_000, rounds=2, concurrent=2)
     assert result[MODES[0]]["chars"] == 2 * 2 * 6000  # two windows per note

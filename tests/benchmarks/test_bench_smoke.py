@@ -308,7 +308,7 @@ def test_tokenizer_backends_wrapper_chunks_like_the_default_tokenizer() -> None:
     here by tiktoken's own encoder, the backends themselves being optional."""
     from api.services.chunking import MarkdownChunker
     from benchmarks.chunking_peers import cl100k_encoding
-    from benchmarks.tokenizer_backends import _BackendTokenizer, render
+    from benchmarks.investigations.tokenizer_backends import _BackendTokenizer, render
 
     note = realistic_note(200, seed=7)
     calls: list[int] = []
@@ -330,7 +330,7 @@ def test_tokenizer_backends_wrapper_chunks_like_the_default_tokenizer() -> None:
 def test_tokenizer_backends_refuses_to_overwrite_without_the_backends(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from benchmarks import tokenizer_backends
+    from benchmarks.investigations import tokenizer_backends
 
     monkeypatch.setattr(tokenizer_backends, "load_backends", lambda: ({}, ["rs-bpe"]))
     with pytest.raises(SystemExit, match="not installed: rs-bpe"):
@@ -367,7 +367,7 @@ def test_search_deepening_smoke() -> None:
     """A 90-section crowding note and 3 others, one round: deepening returns all 4 notes
     where one round returned the crowding note alone, and the plain queries match as
     before (the real pipeline: embedded server, local model)."""
-    from benchmarks import search_deepening
+    from benchmarks.investigations import search_deepening
 
     res = asyncio.run(search_deepening.measure(90, 3, 1, 10))
     for mode in ("keyword", "hybrid"):
