@@ -120,6 +120,8 @@ async def test_edit_mix_stats_equal_the_independent_count(make_settings: Any) ->
     assert by_edit["reordered sections"].stats["embedded"] == 0
     assert 0 < by_edit["paragraph rewrite"].token_fraction < 0.5
     assert "Average saving over all 6 edits" in indexing_report.report_edits(rows)
+    claim = indexing_report.claim_edits(rows)
+    assert "over 6 edits of 6 kinds" in claim.result and "count on 6 of 6" in claim.result
 
 
 async def test_edit_latency_and_full_baseline(make_settings: Any) -> None:
@@ -132,6 +134,8 @@ async def test_edit_latency_and_full_baseline(make_settings: Any) -> None:
     assert len(result.search_s) == 2
     assert all(s >= e for s, e in zip(result.search_s, result.edit_s, strict=True))
     assert "P50 ÷ edit P50" in indexing_report.report_latency(result)
+    claim = indexing_report.claim_latency(result)
+    assert claim.passed and "returned by search at P50" in claim.result
 
 
 async def test_throughput_in_process_loops(make_settings: Any, tmp_path: Path) -> None:
@@ -139,6 +143,8 @@ async def test_throughput_in_process_loops(make_settings: Any, tmp_path: Path) -
     row = await run_throughput(make_settings(autonote_index_workers=0), "2 loops", notes, tmp_path)
     assert row.notes == 3 and row.chunks >= 3 and row.embedded == row.chunks
     assert row.seconds > 0 and row.tokens > 0
+    claim = indexing_report.claim_throughput([row, row])
+    assert claim.result.endswith("tokens/s; 2 loops: 1.00×") and claim.passed is None
 
 
 async def test_openai_requests_batched_vs_roadmap(make_settings: Any, openai_stub: Any) -> None:
@@ -153,9 +159,11 @@ async def test_openai_requests_batched_vs_roadmap(make_settings: Any, openai_stu
     assert got[("1 note × 40 sections", "reconciler")] == 1
     assert got[("2 notes × 20 sections", "reconciler")] == 2
     assert got[("2 notes × 20 sections", "embed()")] == 2
-    assert got[("1 note × 40 sections", "roadmap")] == 40
+    assert got[("1 note × 40 sections", "original")] == 40
     assert all(r.chunks == 40 for r in rows)
     assert "requests / 1 000 chunks" in indexing_report.report_requests(rows)
+    claim = indexing_report.claim_requests(rows)
+    assert claim.passed and claim.result.startswith("25 per 1 000 chunks as 1 note × 40 sections")
 
 
 def test_binary_vectors_are_smaller_than_doubles(mongo_url: str, db_name: str) -> None:
@@ -172,6 +180,8 @@ def test_binary_vectors_are_smaller_than_doubles(mongo_url: str, db_name: str) -
         assert r.count == len(chunks)
         assert r.avg_obj_size == pytest.approx(r.bson_len, abs=1)
     assert isinstance(chunk_docs(chunks[:1], 4, True)[0]["embedding"], bytes)
+    claim = indexing_report.claim_bytes(rows)
+    assert claim.passed and claim.result.startswith("8 d: ") and "; 384 d: " in claim.result
     from pymongo import MongoClient
 
     MongoClient(mongo_url).drop_database(db_name)

@@ -348,6 +348,9 @@ def test_chunking_hostile_smoke() -> None:
     assert all(r["chunks"] > 0 and r["seconds"] > 0 for r in results.values())
     report = chunking_hostile.render(results, 20_000, "test")
     assert "| backticks | 0.02 |" in report and "minilm: s ÷ baseline" in report
+    (claim,) = chunking_hostile.claims(results, 20_000)
+    assert claim.result.startswith("0.02 MB notes of 1 hostile shapes: slowest ")
+    assert "MB peak growth (minilm)" in claim.result and claim.passed is None
 
 
 def test_pasted_images_smoke() -> None:
@@ -361,6 +364,8 @@ def test_pasted_images_smoke() -> None:
     assert plain[3] == plain[4] and plain[-1] == "yes"
     report = pasted_images.render(rows, "test")
     assert "| no images (1000-line note) | cl100k |" in report
+    (claim,) = pasted_images.claims(rows)
+    assert claim.passed and claim.result.endswith("; a note without images: same chunks")
 
 
 def test_search_deepening_smoke() -> None:
