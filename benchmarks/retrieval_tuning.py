@@ -27,7 +27,7 @@ from api.retrieval.service import RankingConfig
 
 log = structlog.get_logger(__name__)
 
-# The roadmap's ranking (0.7·max + 0.3·sum note score) with the RRF paper's k: where tuning
+# The original design's ranking (0.7·max + 0.3·sum note score) with the RRF paper's k: where tuning
 # starts, and the reference the shipped defaults are compared with.
 ROADMAP_RANKING = RankingConfig(
     rrf_k=60.0, vector_weight=1.0, keyword_weight=1.0, candidates=60, note_scorer="weighted_max_sum"

@@ -26,6 +26,7 @@ from benchmarks.indexing_notes import (
 from benchmarks.indexing_storage import chunk_docs, run_bytes, run_requests
 from benchmarks.notes_api import Sizes, run_mode
 from benchmarks.notes_api_load import FILTER_TAG, make_corpus
+from benchmarks.notes_api_report import claims as notes_api_claims
 from benchmarks.notes_api_report import mode_table
 from benchmarks.sample_note import realistic_note
 from benchmarks.service_harness import summarize
@@ -106,6 +107,19 @@ def test_rewrite_paragraph_replaces_exactly_one_prose_block() -> None:
     changed = [(a, b) for a, b in zip(before, after, strict=True) if a != b]
     assert len(changed) == 1 and changed[0][1] == "REPLACED paragraph."
     assert changed[0][0][:1].isalpha() and "```" not in changed[0][0]
+
+
+def test_indexing_turns_claim_and_report_from_rounds() -> None:
+    from benchmarks.indexing_turns import MODES, claims, report
+
+    rounds = [
+        {"mode": MODES[0], "bob": 2.0, "alice": 21.0, "chunks": 100},
+        {"mode": MODES[1], "bob": 20.0, "alice": 20.0, "chunks": 100},
+    ]
+    (claim,) = claims(rounds)
+    assert claim.passed and "behind 100 chunks of long notes: 2.0 s vs 20.0 s" in claim.result
+    assert "(0.10×); the long notes took 1.05× as long" in claim.result
+    assert "no hand-over (baseline)" in report(rounds, sections=10, head_start_s=1.0)
 
 
 # -- the scripts, tiny, against the real app and the embedded server ------------------------
@@ -206,16 +220,21 @@ async def test_notes_api_mode_served_over_http(mongo_url: str, tmp_path: Path) -
     assert len(result.phases[("PATCH tags only", 2)].samples) == 1
     assert "documents examined" in result.list_plan
     assert "P50 ÷ find_one" in mode_table(result)
+    (claim,) = notes_api_claims({"chunking_disabled": result})
+    assert claim.result.startswith("indexing off, one client: GET a note P50 ")
+    assert "× its own PyMongo query)" in claim.result
 
 
 async def test_indexing_fairness_rounds_and_report(mongo_url: str) -> None:
-    from benchmarks.indexing_fairness import MODES, report, run_round
+    from benchmarks.indexing_fairness import MODES, claims, report, run_round
 
     rounds = [await run_round(mongo_url, mode, backlog=8, bob_notes=2) for mode in MODES]
     assert [len(r["bob"]) for r in rounds] == [2, 2]
     assert all(0 < r["bob"][-1] <= r["drain"] for r in rounds)
     text = report(rounds, backlog=8, bob_notes=2)
     assert "users take turns (default)" in text and "1.00×" in text
+    (claim,) = claims(rounds, backlog=8)
+    assert claim.id == "indexing_fairness" and "behind 8 queued notes" in claim.result
 
 
 async def test_search_note_text_reads_less_than_whole_notes() -> None:
@@ -230,7 +249,7 @@ async def test_search_note_text_reads_less_than_whole_notes() -> None:
 async def test_migration_live_rounds_and_report(mongo_url: str) -> None:
     import argparse
 
-    from benchmarks.migration_live import MODES, report, run_round
+    from benchmarks.migration_live import MODES, claims, report, run_round
 
     args = argparse.Namespace(backlog=12, edits=2, interval=0.2, rate=50.0, batch=6, rounds=1)
     rounds = [await run_round(mongo_url, mode, args) for mode in MODES]
@@ -240,3 +259,5 @@ async def test_migration_live_rounds_and_report(mongo_url: str) -> None:
     assert rounds[1]["by_workers"] == 0  # reserved: the workers leave the backlog alone
     text = report(rounds, args)
     assert "no migration (baseline)" in text and "1.00×" in text and "0 of 12" in text
+    (claim,) = claims(rounds, args.backlog)
+    assert "the API's workers indexed 0 of 12 backlog notes" in claim.result

@@ -85,6 +85,33 @@ def test_update_section_creates_replaces_and_preserves(tmp_path: Path) -> None:
     assert text.index("bench:one") < text.index("bench:two")  # order kept
 
 
+def test_update_section_goes_to_the_area_page_or_the_investigations_report() -> None:
+    assert common.page_for("chunking") == common.DOCS_DIR / "chunking.md"
+    assert common.page_for("tokenizer_backends") == common.INVESTIGATIONS_REPORT
+    with pytest.raises(KeyError, match="no page for section 'nope'"):
+        common.page_for("nope")
+
+
+def test_update_claims_rewrites_only_the_rows_own_cells(tmp_path: Path) -> None:
+    table = tmp_path / "BENCHMARKS.md"
+    table.write_text(
+        "| Claim | Target | Latest result | Pass/fail | Command | Date |\n"
+        "|---|---|---|---|---|---|\n"
+        "| A | ≤ 2 | <!-- claim:a -->old | **PASS** | `x` | 2020-01-01<!-- /claim:a --> |\n"
+        "| B | — | <!-- claim:b -->kept | — | `y` | 2020-01-01<!-- /claim:b --> |\n"
+    )
+    claims = [common.Claim("a", "1.5 | 2", False, "(titled)"), common.Claim("z", "r")]
+    missing = common.update_claims(claims, "python -m x", path=table, day="2026-01-02")
+    assert missing == ["z"]
+    text = table.read_text()
+    row = "| A | ≤ 2 | <!-- claim:a -->1.5 \\| 2 | **FAIL** (titled) | `python -m x` | 2026-01-02"
+    assert row + "<!-- /claim:a --> |\n" in text
+    assert "| B | — | <!-- claim:b -->kept | — | `y` | 2020-01-01<!-- /claim:b --> |\n" in text
+    assert common.Claim("c", "r").verdict == "—" and common.Claim("c", "r", True).verdict == (
+        "**PASS**"
+    )
+
+
 def test_time_interleaved_runs_each_competitor_repeats_plus_warmup() -> None:
     calls = {"a": 0, "b": 0}
 
@@ -400,3 +427,84 @@ def test_search_catch_up_smoke() -> None:
     assert len({f["poll_rows"] for f in follow}) == 1
     report = search_catch_up.render(latency, follow, 1000, 10)
     assert "| on ÷ off |" in report and "| without ÷ with (mean of both) |" in report
+    (claim,) = search_catch_up.claims(latency, follow, 1000)
+    assert "catch-up on ÷ off: P50 " in claim.result and "the poll over 1000 notes" in claim.result
+
+
+# -- retrieval claim rows ---------------------------------------------------------------
+
+
+def _metrics(recall3: float, mrr3: float, note1: float) -> object:
+    from api.evaluation.metrics import Metrics
+
+    recall = {1: mrr3, 3: recall3, 5: recall3, 10: recall3}
+    return Metrics(
+        questions=10,
+        recall=recall,
+        mrr3=mrr3,
+        mrr10=mrr3,
+        search_recall=recall,
+        search_mrr3=mrr3,
+        strict_recall=recall,
+        strict_mrr3=mrr3,
+        note_recall={1: note1, 3: note1, 5: note1, 10: note1},
+        note_mrr3=note1,
+        recall3_ci=(recall3 - 0.05, recall3 + 0.05),
+        mrr3_ci=(mrr3 - 0.05, mrr3 + 0.05),
+        mean_top3_chars=100.0,
+        recall3_by_type={},
+    )
+
+
+def test_retrieval_claims_compare_with_note_level_embeddings_and_the_latency_target() -> None:
+    from dataclasses import replace
+
+    from benchmarks.retrieval import Results
+    from benchmarks.retrieval_latency import LatencyResult
+    from benchmarks.retrieval_quality import SplitMetrics
+    from benchmarks.retrieval_writeup import claims
+    from benchmarks.service_harness import LatencySummary
+
+    ours = SplitMetrics("hybrid", {"test": _metrics(0.87, 0.79, 0.89)})
+    note_level = SplitMetrics("note-level embedding (truncated)", {"test": _metrics(0.5, 0.5, 0.5)})
+    fast = LatencySummary(10, 20.0, 30.0, 40.0, 22.0)
+    lat = LatencyResult(1000, 90, fast, fast, replace(fast, p95=33.0), *[fast] * 7,
+                        5.0, 1 << 20, 1 << 20, 0.1, 1.0)  # fmt: skip
+    res = Results(splits=["dev", "test"], modes=[ours], baselines=[note_level], latency=[lat])
+    quality, latency = claims(res)
+    assert quality.id == "retrieval_heldout" and quality.passed
+    assert "Recall@3 0.870 (95 % CI 0.82–0.92), MRR@3 0.790 (95 % CI 0.74–0.84)" in (quality.result)
+    assert quality.result.endswith(": +74 % / +58 % (note Recall@1 +78 %)")
+    assert latency.passed and latency.result == (
+        "search P95 30.0 ms at 1,000 chunks (one user, local backend); serial search "
+        "(baseline) P95 1.10× that"
+    )
+    res.baselines = [
+        SplitMetrics("note-level embedding (truncated)", {"test": _metrics(0.8, 0.7, 0.6)})
+    ]
+    assert not claims(res)[0].passed  # +9 % is short of +40 %
+
+
+def test_fault_and_fuzz_claim_rows() -> None:
+    from tests.faults.report import faults_claims
+    from tests.fuzz.campaign import Row
+    from tests.fuzz.campaign import claims as fuzz_claims
+
+    def run(scenario: str, **figures: int) -> dict[str, object]:
+        return {"scenario": scenario, "figures": figures}
+
+    results = [
+        run("a_api_sigkill", writes_acknowledged=60, acknowledged_lost=0, kills=1),
+        run("b_db_sigkill", writes_acknowledged=40, acknowledged_lost=0, outages=2),
+        run("c_embedding_down"),
+        run("d_disk_full_real", writes_acknowledged=70, acknowledged_lost_after_restart=1),
+    ]
+    kill, disk = faults_claims(results)
+    assert kill.passed and kill.result == (
+        "0 of 100 acknowledged writes lost in 2 scenarios (the API killed 1 times, the "
+        "database 2 times)"
+    )
+    assert not disk.passed and disk.result.startswith("1 of 70 acknowledged writes lost")
+    (fuzz,) = fuzz_claims([Row("a", 10, 0, "", 1.0), Row("atheris", 0, 0, "not installed", 0)])
+    assert fuzz.passed and fuzz.result == "10 cases (2 targets), 0 crashes; not run: atheris"
+    assert not fuzz_claims([Row("a", 10, 1, "", 1.0)])[0].passed
