@@ -239,7 +239,7 @@ FP32_LABELS = frozenset({OURS, OURS_TITLED, OURS_NEAREST, OURS_NEAREST_TITLED, B
 
 
 def default_specs(embedder: Any) -> list[ChunkerSpec]:
-    """The chunkers the brief asks for, ours first (shipped defaults, then ablations)."""
+    """The chunkers evaluated, ours first (shipped defaults, then ablations)."""
     from api.services.chunking.tokenizer import tiktoken_tokenizer
 
     local, limit = embedder.tokenizer, embedder.max_input_tokens

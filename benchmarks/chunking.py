@@ -363,30 +363,29 @@ Competitors, all at the same cl100k capacity with zero overlap and run offline: 
 one pyromark parse (GFM tables + YAML metadata, events iterated) + one tiktoken
 `encode_ordinary` of the whole text; *ours* = `api.services.chunking.MarkdownChunker`
 (cl100k tokenizer, 8191-token embedding input limit), full `chunk_note` incl. breadcrumbs
-and hashes; *ours, nearest-boundary cuts* = the same with `cohesive_cuts=False` (each cut
-at the boundary nearest its balanced position, not where the text changes topic: what that
-rule costs; not a target); *original regex* = the Phase 2.1 algorithm of the original
-design (`len // 4` estimate, `benchmarks/baseline_regex_chunker.py`); *langchain* =
+and hashes; *ours, nearest-boundary cuts* = the same with `cohesive_cuts=False` (each cut at
+the boundary nearest its balanced position, not where the text changes topic: what that rule
+costs; not a target); *original regex* = the Phase 2.1 algorithm of the original design
+(`len // 4` estimate, `benchmarks/baseline_regex_chunker.py`); *langchain* =
 MarkdownHeaderTextSplitter (h1–h6) then RecursiveCharacterTextSplitter.from_tiktoken_encoder
-per section; *llamaindex* =
-MarkdownNodeParser († does not size by tokens: it splits on headings only, so its "over
-limit" is by construction); *chonkie* = RecursiveChunker
-with a tiktoken Encoding and its default rules (its "markdown" recipe is downloaded from the
+per section; *llamaindex* = MarkdownNodeParser († does not size by tokens: it splits on
+headings only, so its "over limit" is by construction); *chonkie* = RecursiveChunker with a
+tiktoken Encoding and its default rules (its "markdown" recipe is downloaded from the
 Hugging Face hub, unavailable offline; its per-text token-count memo is cleared before every
 timed run, since re-chunking one document would otherwise time a warm cache); ‡ *chonkie +
 exact counts* = the same, then each chunk recounted with one `encode_ordinary` (what giving
-chonkie's chunks the exact counts ours carry costs);
-*semantic-text-splitter* = MarkdownSplitter.from_tiktoken_model. Structure: *split fences* =
-fenced code blocks spread over > 1 chunk; *split tables* = tables spread over chunks where a
-chunk with rows lacks the header row; *heading-only* = chunks with nothing but headings (or
-nothing); *dropped chars* = non-whitespace source characters outside headings/front matter
-found in no chunk; *over limit* = chunks whose own text costs > the limit in cl100k (max in
-parentheses); *unlocated chars* = chunk characters not found in the source (text the chunker
-added, e.g. the regex baseline's injected `# title`); *wrong token counts* = chunks whose
-own reported token count differs from a cl100k recount of their text (n/a: the chunker
-reports none; chonkie adds up the counts of the pieces it merges, which over-counts where a
-merge joins tokens, and the original regex estimates `len // 4`). Chunks without offsets are
-located in order, whitespace-insensitively."""
+chonkie's chunks the exact counts ours carry costs); *semantic-text-splitter* =
+MarkdownSplitter.from_tiktoken_model. Structure: *split fences* = fenced code blocks spread
+over > 1 chunk; *split tables* = tables spread over chunks where a chunk with rows lacks the
+header row; *heading-only* = chunks with nothing but headings (or nothing); *dropped chars*
+= non-whitespace source characters outside headings/front matter found in no chunk; *over
+limit* = chunks whose own text costs > the limit in cl100k (max in parentheses); *unlocated
+chars* = chunk characters not found in the source (text the chunker added, e.g. the regex
+baseline's injected `# title`); *wrong token counts* = chunks whose own reported token count
+differs from a cl100k recount of their text (n/a: the chunker reports none; chonkie adds up
+the counts of the pieces it merges, which over-counts where a merge joins tokens, and the
+original regex estimates `len // 4`). Chunks without offsets are located in order,
+whitespace-insensitively."""
 
 
 def render(

@@ -9,8 +9,8 @@ then compared with the starting point on test with a paired bootstrap
 (`api.evaluation.metrics.paired_difference`).
 
 Stages: note scorer × RRF k; retriever weights; candidates; BM25 column weights (heading vs
-content — a `LocalIndex` parameter, reported as evidence only: the brief lets this module
-change `RankingConfig` alone).
+content — a `LocalIndex` parameter, reported as evidence only: tuning changes
+`RankingConfig` alone).
 """
 
 from __future__ import annotations

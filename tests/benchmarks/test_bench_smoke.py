@@ -32,7 +32,8 @@ from benchmarks.structure_quality import (
 common.set_offline_env()
 SHARED = common.shared_dir()
 needs_shared = pytest.mark.skipif(
-    not (SHARED / "eval/chroma/questions_df.csv").exists(), reason="../shared eval data absent"
+    not (SHARED / "eval/chroma/questions_df.csv").exists(),
+    reason="the Chroma evaluation data is absent",
 )
 # The peer chunkers are benchmark-only dependencies (`.[bench]`, installed by `make bench`),
 # kept out of `make test` so CI does not install four more libraries for three tests.
@@ -110,6 +111,49 @@ def test_update_claims_rewrites_only_the_rows_own_cells(tmp_path: Path) -> None:
     assert common.Claim("c", "r").verdict == "—" and common.Claim("c", "r", True).verdict == (
         "**PASS**"
     )
+
+
+def test_benchmarks_md_opens_with_the_claims_make_bench_reruns() -> None:
+    """Every row of the claims table is built by a script (or test campaign) that
+    `make bench` runs, and every row such a script builds is in the table."""
+    import re
+
+    from benchmarks import run_all
+
+    root = common.REPO_ROOT
+    table = common.BENCHMARKS_MD.read_text(encoding="utf-8")
+    first_row = next(line for line in table.splitlines() if line.startswith("|"))
+    assert first_row == "| Claim | Target | Latest result | Pass/fail | Command | Date |"
+    rows = re.findall(r"^\| .*<!-- claim:(\w+) -->.*<!-- /claim:\1 --> \|$", table, re.M)
+    assert len(rows) == len(set(rows)) == table.count("<!-- claim:")
+    builders = [*root.glob("benchmarks/*.py"), root / "tests/fuzz/campaign.py"]
+    built: set[str] = set()
+    for path in [*builders, root / "tests/faults/report.py"]:
+        built |= set(re.findall(r'Claim\(\s*"(\w+)"', path.read_text(encoding="utf-8")))
+    assert set(rows) == built
+    commands = [" ".join(args) for args, _ in run_all.CLAIMS.values()]
+    writers = [*builders, root / "tests/faults/support.py"]
+    for path in writers:
+        if path.name == "common.py" or "update_claims(" not in path.read_text(encoding="utf-8"):
+            continue
+        rel = path.relative_to(root)
+        run = "tests/faults" if "faults" in rel.parts else ".".join(rel.with_suffix("").parts)
+        assert any(f" {run}" in f" {c}" for c in commands), rel
+    assert not any("investigations" in c for c in commands)
+
+
+def test_every_relative_link_of_the_benchmark_pages_resolves() -> None:
+    import re
+
+    pages = [common.BENCHMARKS_MD, *sorted(common.DOCS_DIR.glob("*.md"))]
+    assert len(pages) > 1
+    broken = [
+        f"{page.name}: {target}"
+        for page in pages
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8"))
+        if not re.match(r"[a-z]+:|#", target) and not (page.parent / target.split("#")[0]).exists()
+    ]
+    assert broken == []
 
 
 def test_time_interleaved_runs_each_competitor_repeats_plus_warmup() -> None:
