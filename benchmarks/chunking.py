@@ -16,7 +16,6 @@ Reproduce: `.venv/bin/python -m benchmarks.chunking` (`--quick` for fewer repeat
 from __future__ import annotations
 
 import argparse
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -161,21 +160,10 @@ def scaling(
 def render_speed(results: list[DocResult], max_tokens: int) -> list[str]:
     """Ratio and absolute-time tables plus the verdict for one token size."""
     names = [n for n in results[0].timings if n not in (FLOOR, OURS)]
-    ratio_rows, abs_rows, cpu_rows = [], [], []
-    ours_names = [n for n in (OURS, OURS_NEAREST) if n in results[0].timings]
+    ratio_rows, abs_rows = [], []
     for r in results:
         med = {n: t.median for n, t in r.timings.items()}
         ratio = {n: r.timings[OURS].ratio_to(t) for n, t in r.timings.items()}
-        cpu = {n: r.timings[OURS].ratio_to(t, cpu=True) for n, t in r.timings.items()}
-        cpu_rows.append(
-            [
-                r.name,
-                *(f"{_cpu_share(r.timings[n]):.2f}" for n in ours_names),
-                f"{max(_cpu_share(t) for n, t in r.timings.items() if n not in ours_names):.2f}",
-                f"{cpu[FLOOR]:.2f}",
-                *(f"{cpu[n]:.2f}" for n in names),
-            ]
-        )
         ratio_rows.append(
             [
                 r.name,
@@ -216,20 +204,6 @@ def render_speed(results: list[DocResult], max_tokens: int) -> list[str]:
         "",
         markdown_table(["document", *results[0].timings], abs_rows),
         "",
-        "CPU time (all threads of the process) instead of wall-clock time, same rounds; "
-        "*others* is the highest CPU / wall of the other competitors (≈ 1: one thread):",
-        "",
-        markdown_table(
-            [
-                "document",
-                *(f"{n}: CPU / wall" for n in ours_names),
-                "others: max CPU / wall",
-                "ours / floor (CPU)",
-                *(f"ours / {n}{mark[n]} (CPU)" for n in names),
-            ],
-            cpu_rows,
-        ),
-        "",
     ]
 
 
@@ -249,11 +223,6 @@ def _nearest_line(results: list[DocResult]) -> list[str]:
         f"default): worst / floor {max(floor):.2f}; ours / it {min(share):.2f}–"
         f"{max(share):.2f} (what cutting where the text changes topic costs)."
     ]
-
-
-def _cpu_share(t: Timing) -> float:
-    """Median CPU time / median wall time of one competitor (> 1: several threads)."""
-    return statistics.median(t.cpu_samples) / t.median
 
 
 _STRUCT_HEAD = [
