@@ -170,7 +170,7 @@ def render(
         "defaults*: a split section's pieces aim at 2/3 of the limit and each cut goes to the "
         "boundary near its balanced position where the text changes topic "
         "(`api/services/chunking/cohesion.py`); *nearest-boundary cuts* and *r5 packing* "
-        "(aimed at the limit itself, the previous default) are ablations of that in the same "
+        "(aimed at the limit itself, revision 5's default) are ablations of that in the same "
         "run. The reach and drift constants of the cut rule (`packing.COHESION_REACH`, "
         "`COHESION_DRIFT_COST`) were chosen on this evaluation after trying a few values; "
         "how much of their gain survives choosing them without the scored corpus is the "

@@ -189,7 +189,7 @@ def report(rounds: list[dict[str, Any]], backlog: int, bob_notes: int) -> str:
         "(local ONNX model, embedded database), Alice's due a second before Bob's. Times from "
         "the release to each note's `indexed_at` (the run waits polling every 0.5 s, alike in "
         "both modes), medians over rounds; modes alternate, each round in a fresh database. "
-        "*Baseline*: the claim order before, the most overdue note of anyone."
+        "*Baseline*: the most overdue note of anyone (first come, first served)."
     )
     return (
         "## Indexing fairness between users\n\n"

@@ -173,7 +173,7 @@ def report(rounds: list[dict[str, Any]], sections: int, head_start_s: float) -> 
         f"{head_start_s:.1f} s after both runs started, Bob writes a one-line note. Times are "
         "from Bob's write to each note's `indexed_at` (Alice's: the later of her two), "
         "medians over rounds; modes alternate, each round in a fresh database. *Baseline*: "
-        "no hand-over (turns only between notes, as before)."
+        "no hand-over (turns only between notes)."
     )
     revision = code_revision("api/indexing", "api/notes/queue.py", "connectors/embeddings")
     return (

@@ -3,7 +3,7 @@
 The chunker replaces each long base64 payload by one placeholder character before chunking
 and puts the payload back into the chunks afterwards (`api.services.chunking.data_uri`).
 The baseline, measured in the same run on the same notes, is the same chunker without that
-step (its `_chunk`, which `chunk_note` ran before the change). For each note and each
+step (its `_chunk`). For each note and each
 tokenizer (cl100k_base for OpenAI; the local model's MiniLM word pieces, the default):
 chunks, tokens embedded (the sum of `token_count`, what OpenAI bills), chunking time, and
 for MiniLM the time the local ONNX model takes to embed every chunk's `embedding_text`

@@ -17,7 +17,7 @@ asks), end to end: query embedding with the local model (no cache hit: each ques
 asked once per size, on a fresh service), vector + BM25 retrieval, fusion, the `notes`
 re-check on the embedded database, grouping. Baseline in the same run, on the same
 questions: *serial* search, the same service with the query embedding awaited before
-retrieval starts (the flow before BM25 was overlapped with the embedding). Also timed alone:
+retrieval starts (BM25 not overlapped with the embedding). Also timed alone:
 the query embedding and the index lookups (`LocalIndex.search_vector`,
 `LocalIndex.search_keyword`) with a precomputed vector, and the `notes` re-check query.
 """

@@ -255,7 +255,7 @@ def render(res: Results, *, custom: bool = False) -> str:
             "it returns (6 here; candidates are checked best first, a window of "
             "limit + max(limit, 4) at a time, until enough pass); the baseline beside it is "
             "one query for every "
-            "candidate note of the vector and keyword lists, as search did before. "
+            "candidate note of the vector and keyword lists. "
             "*memory_bytes()* is the index's "
             "own estimate; *RSS delta* is the process growth while building it.",
             "",
