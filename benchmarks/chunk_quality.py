@@ -4,7 +4,9 @@ Each chunker splits every corpus; its chunks and the questions are embedded with
 embedder (all-MiniLM-L6-v2, int8 ONNX: the model family the report used); the top 5 chunks
 per question by cosine similarity are scored with the report's character-range recall,
 precision and IoU (see `benchmarks.chroma_eval`). Scores are given for retrieval within the
-question's corpus (the brief's protocol) and over all corpora at once (the report's code).
+question's corpus (the acceptance protocol) and over all corpora at once (the report's
+code). Target: recall ≥ 75.7 and IoU ≥ 6.5, the report's RecursiveCharacterTextSplitter
+200/0 row, with 95 % bootstrap intervals and paired differences to the in-run baseline.
 
 Chunkers: ours at 200 word pieces (the local model's tokenizer) with the shipped defaults
 (pieces of a split section aimed at 2/3 of the limit, cuts where the text changes topic),
@@ -18,6 +20,8 @@ Chroma repo's separators (its RecursiveTokenChunker); and fixed 200-token cl100k
 Embeddings are cached per chunker in benchmarks/.data/ (key includes a hash of the texts).
 
 Reproduce: `.venv/bin/python -m benchmarks.chunk_quality` (add `--no-write` to only print).
+The same evaluation with the float32 model is the investigation
+`benchmarks.investigations.minilm_fp32`.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import structlog
 from benchmarks.chroma_eval import Question, Span, evaluate, load_corpora, load_questions
 from benchmarks.chunk_quality_report import (
     BASELINE,
+    COMMAND,
     OURS,
     OURS_NEAREST,
     OURS_NEAREST_TITLED,
@@ -43,6 +48,7 @@ from benchmarks.chunk_quality_report import (
     OURS_TITLED,
     SWEEP_TARGETS,
     Result,
+    claims,
     render,
     size_label,
     target_label,
@@ -53,6 +59,7 @@ from benchmarks.common import (
     no_network,
     set_offline_env,
     shared_dir,
+    update_claims,
     update_section,
 )
 
@@ -232,8 +239,8 @@ FP32_LABELS = frozenset({OURS, OURS_TITLED, OURS_NEAREST, OURS_NEAREST_TITLED, B
 
 
 def default_specs(embedder: Any) -> list[ChunkerSpec]:
-    """The chunkers the brief asks for, ours first (shipped defaults, then ablations)."""
-    from api.tokenizer.encoders import tiktoken_tokenizer
+    """The chunkers evaluated, ours first (shipped defaults, then ablations)."""
+    from api.tokenizer import tiktoken_tokenizer
 
     local, limit = embedder.tokenizer, embedder.max_input_tokens
     cl100k = tiktoken_tokenizer("cl100k_base")
@@ -257,22 +264,18 @@ def default_specs(embedder: Any) -> list[ChunkerSpec]:
     ]
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Run every chunker, print the report and (unless --no-write) update BENCHMARKS.md."""
+def main(argv: list[str] | None = None, *, fp32: Callable[[], Any] | None = None) -> None:
+    """Run every chunker, print the report and (unless --no-write) update the area page and
+    the claim. `fp32` builds the float32 model instead of the local one, for the acceptance
+    rows and the in-run baseline only (the investigation's report, no claim)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--k", type=int, default=5, help="chunks retrieved per question")
     parser.add_argument("--only", default="", help="run chunkers whose label contains this")
     parser.add_argument("--no-write", action="store_true", help="print, do not write")
-    parser.add_argument(
-        "--fp32",
-        action="store_true",
-        help="embed with the float32 model (needs `make bench`): the acceptance rows and the "
-        "in-run baseline only",
-    )
     args = parser.parse_args(argv)
 
     set_offline_env()
-    revision = code_revision("api/services/chunking")  # what gets imported below
+    revision = code_revision("api/chunking", "api/tokenizer")  # what gets imported below
     from api.tokenizer.encoders import tiktoken_tokenizer
     from connectors.embeddings.local import LocalEmbedder
 
@@ -280,18 +283,14 @@ def main(argv: list[str] | None = None) -> None:
     corpora = load_corpora(data / "corpora")
     questions = load_questions(data / "questions_df.csv", corpora)
     with no_network() as attempts:
-        embedder = LocalEmbedder()
-        if args.fp32:
-            from benchmarks.minilm_fp32 import Fp32MiniLM
-
-            embedder = Fp32MiniLM()
+        embedder = fp32() if fp32 else LocalEmbedder()
         count = tiktoken_tokenizer("cl100k_base").count
         qvecs = embed_cached(embedder, "questions", [q.text for q in questions], True)
         results = []
         for spec in default_specs(embedder):
             if args.only and args.only not in spec.label:
                 continue
-            if args.fp32 and spec.label not in FP32_LABELS:
+            if fp32 and spec.label not in FP32_LABELS:
                 continue
             results.append(
                 evaluate_chunker(spec, corpora, questions, qvecs, embedder, count, k=args.k)
@@ -303,10 +302,15 @@ def main(argv: list[str] | None = None) -> None:
                 f"{100 * done.global_.recall:.1f} / {100 * done.global_.iou:.1f} (all corpora)",
                 flush=True,
             )
-    report = render(results, len(questions), args.k, attempts, revision, fp32=args.fp32)
+    report = render(results, len(questions), args.k, attempts, revision, fp32=fp32 is not None)
     print(report)
-    if not args.no_write:
-        update_section("chunk_quality_fp32" if args.fp32 else "chunk_quality", report)
+    if args.no_write:
+        return
+    if fp32:
+        update_section("chunk_quality_fp32", report)
+    else:
+        update_section("chunk_quality", report)
+        update_claims(claims(results), COMMAND)
 
 
 if __name__ == "__main__":

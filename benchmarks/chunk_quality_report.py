@@ -1,4 +1,4 @@
-"""The chunk-quality sections of BENCHMARKS.md: tables, acceptance verdicts and intervals.
+"""The chunk-quality section: tables, acceptance verdicts and intervals, and its claim.
 
 Pure formatting over `Result`s from `benchmarks.chunk_quality`. Each acceptance verdict
 carries the 95 % bootstrap interval of the score (questions resampled), and ours is compared
@@ -14,7 +14,7 @@ from typing import Any
 
 from api.evaluation.metrics import bootstrap_ci, paired_difference
 from benchmarks.chroma_eval import Scores
-from benchmarks.common import code_revision, machine_note, markdown_table
+from benchmarks.common import Claim, code_revision, machine_note, markdown_table
 
 PUBLISHED = [  # the report's all-MiniLM-L6-v2 rows used for comparison (recall, precision, IoU)
     ("RecursiveCharacterTextSplitter 200/0 (published)", 75.7, 6.5, 6.5),
@@ -22,6 +22,7 @@ PUBLISHED = [  # the report's all-MiniLM-L6-v2 rows used for comparison (recall,
     ("ClusterSemanticChunker 200 (published)", 75.2, 7.2, 7.2),
 ]
 TARGET_RECALL, TARGET_IOU = 75.7, 6.5
+COMMAND = "python -m benchmarks.chunk_quality"
 
 # Ours at 200 MiniLM word pieces (the local model's tokenizer), as shipped: pieces of a
 # split section aim at 2/3 of the limit and each cut goes where the text changes topic.
@@ -91,8 +92,8 @@ def render(
     revision: str | None = None,
     fp32: bool = False,
 ) -> str:
-    """A chunk-quality section of BENCHMARKS.md (`revision`: the chunker's, at start)."""
-    revision = revision or code_revision("api/services/chunking")
+    """A chunk-quality section (`revision`: the chunker's, at start)."""
+    revision = revision or code_revision("api/chunking", "api/tokenizer")
     rows: list[list[Any]] = []
     for r in results:
         z = r.sizes
@@ -140,16 +141,17 @@ def render(
         ],
     )
     model = (
-        "the report's own model: all-MiniLM-L6-v2 float32 weights (`benchmarks/minilm_fp32.py`,"
-        " numpy; cosine agreement with the int8 model ≈ 0.9994)"
+        "the report's own model: all-MiniLM-L6-v2 float32 weights "
+        "(`benchmarks/investigations/minilm_fp32.py`, numpy; cosine agreement with the int8 "
+        "model ≈ 0.9994)"
         if fp32
         else "local embedder (all-MiniLM-L6-v2 int8 ONNX)"
     )
     lines = [
         "## Chunk retrieval quality (Chroma evaluation" + (", float32 model)" if fp32 else ")"),
         "",
-        "Reproduce: `.venv/bin/python -m benchmarks.chunk_quality"
-        + (" --fp32" if fp32 else "")
+        "Reproduce: `.venv/bin/python -m "
+        + ("benchmarks.investigations.minilm_fp32" if fp32 else "benchmarks.chunk_quality")
         + "` (embeddings cached in `benchmarks/.data/`).",
         "",
         machine_note() + f" Chunker at {revision}.",
@@ -168,11 +170,12 @@ def render(
         "defaults*: a split section's pieces aim at 2/3 of the limit and each cut goes to the "
         "boundary near its balanced position where the text changes topic "
         "(`api/chunking/cohesion.py`); *nearest-boundary cuts* and *r5 packing* "
-        "(aimed at the limit itself, the previous default) are ablations of that in the same "
+        "(aimed at the limit itself, revision 5's default) are ablations of that in the same "
         "run. The reach and drift constants of the cut rule (`packing.COHESION_REACH`, "
         "`COHESION_DRIFT_COST`) were chosen on this evaluation after trying a few values; "
-        "how much of their gain survives choosing them without the scored corpus is in the "
-        "leave-one-corpus-out section (`benchmarks/chunk_quality_holdout.py`).",
+        "how much of their gain survives choosing them without the scored corpus is the "
+        "leave-one-corpus-out investigation "
+        "(`benchmarks/investigations/chunk_quality_holdout.py`).",
         "",
         main,
         "",
@@ -183,6 +186,34 @@ def render(
         f"Network attempts during the run: {len(network)}.",
     ]
     return "\n".join(lines)
+
+
+def _meets(scores: Scores) -> bool:
+    return 100 * scores.recall >= TARGET_RECALL and 100 * scores.iou >= TARGET_IOU
+
+
+def claims(results: list[Result]) -> list[Claim]:
+    """The claims-table row: ours with the shipped defaults, untitled (the acceptance
+    protocol), in both scopes, against the in-run baseline; the titled runs in the note."""
+    by = {r.label: r for r in results}
+    ours = by.get(OURS)
+    if ours is None:
+        return []
+    own, every = ours.corpus, ours.global_
+    result = (
+        f"untitled, own corpus: recall {_with_ci(own, 0)}, IoU {_with_ci(own, 2)}; all "
+        f"corpora: {_with_ci(every, 0)} / {_with_ci(every, 2)}"
+    )
+    base = by.get(BASELINE)
+    if base is not None and every.per_question and base.global_.per_question:
+        result += f"; minus the in-run baseline (all corpora): {_paired_cells(every, base.global_)}"
+    titled = by.get(OURS_TITLED)
+    fails = []
+    if titled is not None:
+        scopes = (("own corpus", titled.corpus), ("all corpora", titled.global_))
+        fails = [scope for scope, sc in scopes if not _meets(sc)]
+    note = f"(titled, {' and '.join(fails)}: FAIL)" if fails else ""
+    return [Claim("retrieval_chroma", result, _meets(own) and _meets(every), note)]
 
 
 def acceptance_lines(results: list[Result]) -> list[str]:

@@ -24,15 +24,18 @@ import time
 from collections.abc import Callable
 
 from benchmarks.common import (
+    Claim,
     code_revision,
     machine_note,
     markdown_table,
     set_offline_env,
     shared_dir,
+    update_claims,
     update_section,
 )
 
 BASELINE = "ordinary markdown (CommonMark spec, repeated)"
+COMMAND = "python -m benchmarks.chunking_hostile"
 TOKENIZERS = ("cl100k", "minilm")
 MAX_TOKENS = 200
 
@@ -117,8 +120,11 @@ def measure(size: int, shapes: list[str]) -> dict[tuple[str, str], dict[str, flo
     return out
 
 
-def render(results: dict[tuple[str, str], dict[str, float]], size: int, revision: str) -> str:
-    """The BENCHMARKS.md section."""
+Results = dict[tuple[str, str], dict[str, float]]  # (shape, tokenizer) → figures
+
+
+def render(results: Results, size: int, revision: str) -> str:
+    """The `chunking_hostile` section."""
     shapes = list(dict.fromkeys(shape for shape, _ in results))
     headers = ["note shape", "MB"]
     for tok in TOKENIZERS:
@@ -151,7 +157,7 @@ def render(results: dict[tuple[str, str], dict[str, float]], size: int, revision
     return "\n".join([
         "## Chunking hostile notes: time and memory per note",
         "",
-        "Reproduce: `.venv/bin/python -m benchmarks.chunking_hostile`.",
+        f"Reproduce: `{COMMAND}`.",
         "",
         f"{machine_note()} Chunker at {revision}. Each shape is about {size / 1e6:.1f} MB "
         f"(the default note limit is 2 MB), chunked at {MAX_TOKENS} tokens in a fresh child "
@@ -165,8 +171,34 @@ def render(results: dict[tuple[str, str], dict[str, float]], size: int, revision
     ])  # fmt: skip
 
 
+def claims(results: Results, size: int) -> list[Claim]:
+    """The claims-table row: the worst time and memory, and the worst ratios to the
+    ordinary note of the same size (no target)."""
+    shapes = list(dict.fromkeys(shape for shape, _ in results))
+    worst, time_ratio, mb_ratio = [], 0.0, 0.0
+    for tok in TOKENIZERS:
+        base = results[(BASELINE, tok)]
+        runs = [results[(s, tok)] for s in shapes]
+        worst.append(
+            f"{max(r['seconds'] for r in runs):.1f} s and "
+            f"{max(r['growth_mb'] for r in runs):.0f} MB peak growth ({tok})"
+        )
+        time_ratio = max(time_ratio, *(r["seconds"] / base["seconds"] for r in runs))
+        growth = max(base["growth_mb"], 1.0)
+        mb_ratio = max(mb_ratio, *(r["growth_mb"] / growth for r in runs))
+    return [
+        Claim(
+            "chunking_hostile",
+            f"{size / 1e6:g} MB notes of {len(shapes) - 1} hostile shapes: slowest "
+            + ", ".join(worst)
+            + f"; at most {time_ratio:.1f}× the time and {mb_ratio:.1f}× the memory of "
+            "ordinary markdown of the same size",
+        )
+    ]
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Run every shape (or be one child), print, and update BENCHMARKS.md."""
+    """Run every shape (or be one child), print, and update the area page and the claim."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--child", nargs=3, metavar=("SHAPE", "TOKENIZER", "SIZE"))
     parser.add_argument("--size", type=int, default=2_000_000, help="bytes per note")
@@ -182,10 +214,12 @@ def main(argv: list[str] | None = None) -> None:
     unknown = set(shapes) - set(SHAPES)
     if unknown:
         raise SystemExit(f"unknown shapes: {sorted(unknown)}")
-    report = render(measure(args.size, shapes), args.size, code_revision("api/services/chunking"))
+    results = measure(args.size, shapes)
+    report = render(results, args.size, code_revision("api/chunking", "api/tokenizer"))
     print(report)
     if not args.no_write:
         update_section("chunking_hostile", report)
+        update_claims(claims(results, args.size), COMMAND)
 
 
 if __name__ == "__main__":

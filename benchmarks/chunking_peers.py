@@ -6,10 +6,10 @@ structure checks (offsets only where the library returns them reliably; everythi
 located in the source by `structure_quality`). All peers are configured for the same cl100k
 token capacity with zero overlap, and all run offline:
 
-- ours: `api.services.chunking.MarkdownChunker` with the cl100k tokenizer;
+- ours: `api.chunking.MarkdownChunker` with the cl100k tokenizer;
 - floor: one pyromark parse (tables + YAML metadata; the events iterated once) + one
   tiktoken `encode_ordinary` over the whole text;
-- baseline: the roadmap's Phase 2.1 regex chunker (`len // 4` estimate);
+- baseline: the original design's Phase 2.1 regex chunker (`len // 4` estimate);
 - langchain: MarkdownHeaderTextSplitter (h1-h6), then
   RecursiveCharacterTextSplitter.from_tiktoken_encoder on each header section;
 - llamaindex: MarkdownNodeParser (splits on headings only, has no token size at all);
@@ -69,29 +69,20 @@ def floor_competitor() -> Competitor:
     return Competitor("floor (parse+encode)", run, None, True)
 
 
-OURS_HELPER = "ours + helper thread"
 OURS_NEAREST = "ours, nearest-boundary cuts"
 
 
 def ours_competitor(
-    max_tokens: int,
-    title: str = NOTE_TITLE,
-    *,
-    helper_thread: bool = False,
-    cohesive_cuts: bool = True,
+    max_tokens: int, title: str = NOTE_TITLE, *, cohesive_cuts: bool = True
 ) -> Competitor:
     """Our chunker, sized in cl100k tokens (OpenAI embeddings' tokenizer); with
-    `helper_thread=True` (named OURS_HELPER) it encodes half of a long note on a second
-    thread while it parses (the opt-in `TiktokenTokenizer(helper_thread=True)`); with
     `cohesive_cuts=False` (named OURS_NEAREST) cuts go to the nearest boundary instead of
     where the text changes topic: the time the cut rule costs (its retrieval gain is in
     `benchmarks/chunk_quality.py`)."""
     from api.chunking import MarkdownChunker
-    from api.tokenizer.encoders import TiktokenTokenizer, tiktoken_tokenizer
+    from api.tokenizer import tiktoken_tokenizer
 
     tokenizer = tiktoken_tokenizer("cl100k_base")
-    if helper_thread:
-        tokenizer = TiktokenTokenizer(tokenizer.encoding, helper_thread=True)
     chunker = MarkdownChunker(
         max_chunk_tokens=max_tokens,
         tokenizer=tokenizer,
@@ -105,26 +96,21 @@ def ours_competitor(
             for c in chunks
         ]
 
-    # The helper variant gives the same chunks as "ours" (tested), and the nearest-cut one
-    # differs only in where a split section is cut: only their times are reported.
-    if helper_thread:
-        name, shown = OURS_HELPER, None
-    elif not cohesive_cuts:
-        name, shown = OURS_NEAREST, None
-    else:
-        name, shown = "ours", views
+    # The nearest-cut variant differs only in where a split section is cut: only its time
+    # is reported.
+    name, shown = (OURS_NEAREST, None) if not cohesive_cuts else ("ours", views)
     return Competitor(name, lambda text: chunker.chunk_note(text, title), shown, True)
 
 
 def baseline_competitor(max_tokens: int, title: str = NOTE_TITLE) -> Competitor:
-    """The roadmap's regex chunker (its own len//4 estimate stands in for tokens)."""
+    """The original design's regex chunker (its own len//4 estimate stands in for tokens)."""
     chunker = BaselineRegexChunker(max_chunk_tokens=max_tokens)
 
     def views(chunks: list[Any]) -> list[ChunkView]:
         return [ChunkView(c.content_md, reported_tokens=c.token_count) for c in chunks]
 
     return Competitor(
-        "roadmap regex",
+        "original regex",
         lambda text: chunker.chunk_note(text, title),
         views,
         True,
@@ -236,7 +222,6 @@ def all_competitors(max_tokens: int, include_ours: bool = True) -> list[Competit
     competitors = [floor_competitor()]
     if include_ours:
         competitors.append(ours_competitor(max_tokens))
-        competitors.append(ours_competitor(max_tokens, helper_thread=True))
         competitors.append(ours_competitor(max_tokens, cohesive_cuts=False))
     competitors += [
         baseline_competitor(max_tokens),

@@ -1,13 +1,18 @@
 """Small helpers every benchmark shares: data locations, fair timing, report sections.
 
-- `shared_dir()` finds the evaluation data (`../shared` next to the repository, or the
-  `AUTONOTE_SHARED_DIR` environment variable).
+- `shared_dir()` finds the evaluation data (`AUTONOTE_SHARED_DIR`, else the default folder
+  next to the repository).
 - `time_interleaved()` times several competitors on the same input in one process:
   round-robin (so machine noise hits all of them alike), GC collected before and disabled
   during each call, median reported. On a shared 2-core machine absolute times drift; ratios
   measured this way in the same run are the numbers to quote.
-- `update_section()` rewrites one named section of BENCHMARKS.md between
-  `<!-- bench:NAME -->` and `<!-- /bench:NAME -->`, leaving other benchmarks' sections alone.
+- `update_section()` rewrites one named section of the benchmark's area page
+  (`docs/benchmarks/<area>.md`, see `PAGES`) between `<!-- bench:NAME -->` and
+  `<!-- /bench:NAME -->`, leaving other sections and hand-written text alone.
+- `update_claims()` rewrites the result, pass/fail, command and date cells of the script's
+  own rows of the claims table in BENCHMARKS.md, each delimited inline by
+  `<!-- claim:ID -->` and `<!-- /claim:ID -->` (the claim and target cells are written by
+  hand).
 - `no_network()` makes any socket connection attempt fail loudly (and records it), to prove
   a library really runs offline instead of silently trying a model hub.
 """
@@ -32,7 +37,39 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS_MD = REPO_ROOT / "BENCHMARKS.md"
+DOCS_DIR = REPO_ROOT / "docs" / "benchmarks"
 DATA_DIR = REPO_ROOT / "benchmarks" / ".data"
+# Where an investigation's full report goes when it is rerun (not committed: the short
+# write-up in docs/benchmarks/investigations.md is updated by hand from it).
+INVESTIGATIONS_REPORT = DATA_DIR / "investigations.md"
+
+# Section name → area page, for every section a claim's script (or test campaign) writes.
+PAGES = {
+    "notes_api": "notes-api.md",
+    "indexing": "indexing.md",
+    "indexing_fairness": "indexing.md",
+    "indexing_turns": "indexing.md",
+    "chunking": "chunking.md",
+    "chunking_hostile": "chunking.md",
+    "pasted_images": "chunking.md",
+    "retrieval": "retrieval.md",
+    "chunk_quality": "retrieval.md",
+    "search_catch_up": "retrieval.md",
+    "faults": "faults.md",
+    "fuzz": "faults.md",
+    "load": "load.md",
+    "migration_live": "migration.md",
+}
+# Sections of the one-off studies in benchmarks/investigations/ (not run by `make bench`).
+INVESTIGATIONS = {
+    "chunk_quality_fp32",
+    "chunk_quality_holdout",
+    "embedding_memory",
+    "retrieval_section_scorer",
+    "search_deepening",
+    "search_note_text",
+    "tokenizer_backends",
+}
 
 # Libraries that would otherwise try a model hub or a corpus download on first use.
 OFFLINE_ENV = {
@@ -133,15 +170,16 @@ def repeats_for(size_bytes: int, budget_bytes: int = 4_000_000, lo: int = 3, hi:
     return max(lo, min(hi, budget_bytes // max(size_bytes, 1)))
 
 
+def _cell(value: Any) -> str:
+    """A table cell: `str`, pipes escaped, on one line."""
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
 def markdown_table(headers: list[str], rows: list[list[Any]]) -> str:
     """A GitHub-flavoured markdown table (cells converted with `str`, pipes escaped)."""
-
-    def cell(value: Any) -> str:
-        return str(value).replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(cell(h) for h in headers) + " |"]
+    lines = ["| " + " | ".join(_cell(h) for h in headers) + " |"]
     lines.append("|" + "|".join("---" for _ in headers) + "|")
-    lines.extend("| " + " | ".join(cell(v) for v in row) + " |" for row in rows)
+    lines.extend("| " + " | ".join(_cell(v) for v in row) + " |" for row in rows)
     return "\n".join(lines)
 
 
@@ -172,12 +210,24 @@ def code_revision(*paths: str) -> str:
     return f"commit {last} (checkout {head})" + (" + uncommitted changes" if dirty else "")
 
 
-def update_section(name: str, body: str, path: Path = BENCHMARKS_MD) -> None:
-    """Replace (or append) the section `name` of the report file, creating the file if needed.
+def page_for(name: str) -> Path:
+    """The file that holds section `name`: its area page, or the investigations' report."""
+    if name in INVESTIGATIONS:
+        return INVESTIGATIONS_REPORT
+    try:
+        return DOCS_DIR / PAGES[name]
+    except KeyError:
+        raise KeyError(f"no page for section {name!r}: add it to PAGES") from None
+
+
+def update_section(name: str, body: str, path: Path | None = None) -> None:
+    """Replace (or append) the section `name` of its area page (or of `path`), creating the
+    file if needed.
 
     The section is delimited by `<!-- bench:NAME -->` and `<!-- /bench:NAME -->`; text
     outside the markers (other benchmarks, hand-written notes) is preserved byte for byte.
     """
+    path = path or page_for(name)
     start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
     block = f"{start}\n{body.strip()}\n{end}"
     text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
@@ -186,9 +236,56 @@ def update_section(name: str, body: str, path: Path = BENCHMARKS_MD) -> None:
         text = pattern.sub(lambda _m: block, text, count=1)
     else:
         text = text.rstrip("\n") + "\n\n" + block + "\n"
+    _write(path, text)
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """This run's figures for one row of the claims table, and whether its target held
+    (`passed` None: the row states no target)."""
+
+    id: str
+    result: str
+    passed: bool | None = None
+    note: str = ""  # follows the verdict, e.g. which part failed
+
+    @property
+    def verdict(self) -> str:
+        word = "—" if self.passed is None else "**PASS**" if self.passed else "**FAIL**"
+        return f"{word} {self.note}".strip()
+
+
+def update_claims(
+    claims: list[Claim], command: str, path: Path = BENCHMARKS_MD, day: str | None = None
+) -> list[str]:
+    """Write each claim's result, verdict, `command` and today's date into its row.
+
+    A row reads `| claim | target | <!-- claim:ID -->result | verdict | command |
+    date<!-- /claim:ID --> |`; only the part between the markers changes. Returns the ids
+    with no row in the table (reported, not fatal: the run's section is already written).
+    """
+    text = path.read_text(encoding="utf-8")
+    day = day or f"{datetime.now(UTC):%Y-%m-%d}"
+    missing = []
+    for claim in claims:
+        start, end = f"<!-- claim:{claim.id} -->", f"<!-- /claim:{claim.id} -->"
+        cells = " | ".join(_cell(c) for c in (claim.result, claim.verdict, f"`{command}`", day))
+        pattern = re.compile(re.escape(start) + r"[^\n]*?" + re.escape(end))
+        if not pattern.search(text):
+            missing.append(claim.id)
+            continue
+        text = pattern.sub(lambda _m, c=cells, a=start, b=end: f"{a}{c}{b}", text, count=1)
+    _write(path, text)
+    for claim_id in missing:
+        print(f"no row for claim {claim_id!r} in {path.name}: add it by hand", file=sys.stderr)
+    return missing
 
 
 @contextlib.contextmanager

@@ -3,7 +3,7 @@
 (d) The OpenAI connector (`OpenAIEmbedder`, real `openai` client) against the local
 OpenAI-compatible stub (`tests/stubs`), driven by the reconciler: how many HTTP requests it
 sends for ~1 000 chunks, (i) as one 1 000-section note and (ii) as 50 notes of 20
-sections. Against it, the roadmap's design simulated through the same client: one
+sections. Against it, the original design simulated through the same client: one
 `embed([text])` call per chunk, in sequence. Requests are counted by the stub.
 
 (e) The same chunk documents (shape of `note_chunks`, from chunking a realistic note)
@@ -35,7 +35,7 @@ class RequestsRow:
     """(d): one way of embedding the same chunks, with what it cost."""
 
     scenario: str
-    path: str  # "reconciler (ours)", "embed() only, batched per note", "roadmap: 1 per chunk"
+    path: str  # "reconciler (ours)", "embed() only, ...", "original design: ... per chunk"
     chunks: int
     requests: int
     seconds: float
@@ -65,7 +65,7 @@ def request_scenarios(total_sections: int = 1000) -> dict[str, list[tuple[str, s
 async def run_requests(
     settings: Settings, stub: Any, total_sections: int = 1000
 ) -> list[RequestsRow]:
-    """(d) for every scenario: reconciler, batched embed() alone, roadmap one-per-chunk."""
+    """(d) for every scenario: reconciler, batched embed() alone, one request per chunk."""
     rows: list[RequestsRow] = []
     async with in_process_app(settings) as running:  # settings: OpenAI via the stub, no workers
         headers = await running.new_user()
@@ -121,7 +121,7 @@ async def run_requests(
             rows.append(
                 RequestsRow(
                     scenario,
-                    "roadmap: embed([text]) per chunk",
+                    "original design: embed([text]) per chunk",
                     chunks,
                     len(stub.requests_to("/v1/embeddings")),
                     time.perf_counter() - start,

@@ -5,11 +5,11 @@ database) start on them. A few seconds in, Bob writes a one-line note. Measured:
 Bob's note takes from his write to its `indexed_at`, and how long Alice's notes take, with
 the default (a run that has embedded for AUTONOTE_INDEX_TURN_S hands its worker to another
 user's due note, `api.indexing.fairness.turn_over_check`) and with the baseline in the
-same run: no hand-over (turns only between notes, the behaviour before). Modes alternate
-over rounds, each in a fresh database.
+same run: no hand-over (turns only between notes). Modes alternate over rounds, each in a
+fresh database.
 
-Reproduce: `.venv/bin/python -m benchmarks.indexing_turns` (writes BENCHMARKS.md section
-`indexing_turns`).
+Reproduce: `.venv/bin/python -m benchmarks.indexing_turns` (writes the section
+`indexing_turns` of docs/benchmarks/indexing.md and its claim row).
 """
 
 from __future__ import annotations
@@ -24,7 +24,14 @@ from typing import Any
 
 from bson import ObjectId
 
-from benchmarks.common import code_revision, machine_note, markdown_table, update_section
+from benchmarks.common import (
+    Claim,
+    code_revision,
+    machine_note,
+    markdown_table,
+    update_claims,
+    update_section,
+)
 from benchmarks.indexing_notes import generate_note
 from benchmarks.service_harness import (
     alternating_rounds,
@@ -37,6 +44,7 @@ from benchmarks.service_harness import (
 
 TURN_S = 10.0  # the default AUTONOTE_INDEX_TURN_S
 MODES = (f"hand over after {TURN_S:.0f} s (default)", "no hand-over (baseline)")
+COMMAND = "python -m benchmarks.indexing_turns"
 
 
 async def _status(db: Any, oid: ObjectId) -> str | None:
@@ -106,15 +114,35 @@ async def _all_indexed(db: Any, ids: list[ObjectId]) -> bool:
     return all([await _status(db, i) == "indexed" for i in ids])
 
 
-def report(rounds: list[dict[str, Any]], sections: int, head_start_s: float) -> str:
-    """The BENCHMARKS.md section."""
-    med = {
+def _medians(rounds: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    """Per mode: medians of Bob's note and of Alice's notes (s)."""
+    return {
         mode: (
             statistics.median(r["bob"] for r in rounds if r["mode"] == mode),
             statistics.median(r["alice"] for r in rounds if r["mode"] == mode),
         )
         for mode in MODES
     }
+
+
+def claims(rounds: list[dict[str, Any]]) -> list[Claim]:
+    """The claims-table row: Bob's note and Alice's notes against no hand-over."""
+    med = _medians(rounds)
+    (bob, alice), (base_bob, base_alice) = med[MODES[0]], med[MODES[1]]
+    return [
+        Claim(
+            "indexing_turns",
+            f"another user's one-line note, behind {rounds[0]['chunks']} chunks of long "
+            f"notes: {bob:.1f} s vs {base_bob:.1f} s without hand-over "
+            f"({ratio(bob, base_bob)}); the long notes took {ratio(alice, base_alice)} as long",
+            bob < base_bob,
+        )
+    ]
+
+
+def report(rounds: list[dict[str, Any]], sections: int, head_start_s: float) -> str:
+    """The `indexing_turns` section."""
+    med = _medians(rounds)
     base_bob, base_alice = med[MODES[1]]
     rows = [
         [
@@ -145,12 +173,12 @@ def report(rounds: list[dict[str, Any]], sections: int, head_start_s: float) -> 
         f"{head_start_s:.1f} s after both runs started, Bob writes a one-line note. Times are "
         "from Bob's write to each note's `indexed_at` (Alice's: the later of her two), "
         "medians over rounds; modes alternate, each round in a fresh database. *Baseline*: "
-        "no hand-over (turns only between notes, as before)."
+        "no hand-over (turns only between notes)."
     )
-    revision = code_revision("api/indexing", "api/indexing/queue.py", "connectors/embeddings")
+    revision = code_revision("api/indexing", "connectors/embeddings")
     return (
         "## Indexing: a long note hands its worker over\n\n"
-        "Reproduce: `.venv/bin/python -m benchmarks.indexing_turns`. "
+        f"Reproduce: `{COMMAND}`. "
         f"{machine_note()} Code: {revision}.\n\n{setup}\n\n{table}\n"
     )
 
@@ -176,6 +204,7 @@ def main() -> None:
     print(body)
     if not args.no_write:
         update_section("indexing_turns", body)
+        update_claims(claims(results), COMMAND)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Load benchmark: concurrent simulated users against the running API (issue 7).
+"""Load benchmark: concurrent simulated users against the running API.
 
 Starts `autonote serve` (the real server: uvicorn + app factory, in-process index workers,
 local ONNX embeddings, extractive chat, INFO logs to a file) in a subprocess on 127.0.0.1
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.common import update_section
+from benchmarks.common import update_claims, update_section
 from benchmarks.load_mix import (
     DEFAULT_MIX,
     LagProbes,
@@ -43,7 +43,7 @@ from benchmarks.load_mix import (
     SimUser,
     run_user,
 )
-from benchmarks.load_report import LevelResult, report
+from benchmarks.load_report import LevelResult, claims, report
 from benchmarks.notes_api_load import ServedApp, make_corpus
 from benchmarks.service_harness import ADMIN_TOKEN, embedded_server, new_user
 
@@ -308,6 +308,7 @@ def main(argv: list[str] | None = None) -> None:
     print(body)
     if not args.no_write:
         update_section("load", body)
+        update_claims(claims(results, config.p95_ms), command.strip())
 
 
 async def _run(args: argparse.Namespace, config: LoadConfig) -> list[LevelResult]:

@@ -1,4 +1,4 @@
-"""Notes REST API latency and throughput over HTTP, against the embedded database (issue 2).
+"""Notes REST API latency and throughput over HTTP, against the embedded database.
 
 The real server (`autonote serve`: uvicorn + the app factory, default INFO JSON logging) runs
 in a subprocess on 127.0.0.1 against an embedded SecantusDB started in a temp data dir; this
@@ -37,7 +37,7 @@ from bson import ObjectId
 from pymongo import MongoClient
 
 from api.notes.stored import LISTED_STATUS
-from benchmarks.common import update_section
+from benchmarks.common import update_claims, update_section
 from benchmarks.notes_api_load import (
     FILTER_TAG,
     PAGE,
@@ -53,7 +53,7 @@ from benchmarks.notes_api_load import (
     run_jobs,
     run_pymongo,
 )
-from benchmarks.notes_api_report import report
+from benchmarks.notes_api_report import COMMAND, claims, report
 from benchmarks.service_harness import ADMIN_TOKEN, drop_database, embedded_server
 
 MODES: dict[str, dict[str, str]] = {
@@ -327,7 +327,10 @@ async def run_mode(
     return result
 
 
-async def main_async(modes: list[str], sizes: Sizes, mongo_url: str | None) -> str:
+async def main_async(
+    modes: list[str], sizes: Sizes, mongo_url: str | None
+) -> tuple[dict[str, ModeResult], list[NoteSpec]]:
+    """Every mode on the same corpus, and the corpus."""
     corpus = make_corpus(sizes.notes)
     results: dict[str, ModeResult] = {}
     with tempfile.TemporaryDirectory(prefix="autonote-bench-api-") as tmp:
@@ -339,7 +342,7 @@ async def main_async(modes: list[str], sizes: Sizes, mongo_url: str | None) -> s
         else:
             for mode in modes:
                 results[mode] = await run_mode(mode, mongo_url, corpus, sizes, work)
-    return report(results, corpus, sizes)
+    return results, corpus
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -350,10 +353,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mongodb-url", help="use this server instead of an embedded one")
     args = parser.parse_args(argv)
     sizes = Sizes.quick() if args.quick else Sizes()
-    body = asyncio.run(main_async(args.modes, sizes, args.mongodb_url))
+    results, corpus = asyncio.run(main_async(args.modes, sizes, args.mongodb_url))
+    body = report(results, corpus, sizes)
     print(body)
     if not args.no_write:
         update_section("notes_api", body)
+        update_claims(claims(results), COMMAND)
 
 
 if __name__ == "__main__":

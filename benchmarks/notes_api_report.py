@@ -6,7 +6,7 @@ import os
 import subprocess
 from typing import TYPE_CHECKING
 
-from benchmarks.common import REPO_ROOT, machine_note, markdown_table
+from benchmarks.common import REPO_ROOT, Claim, machine_note, markdown_table
 from benchmarks.notes_api_load import PAGE
 from benchmarks.service_harness import LatencySummary, ratio, summarize
 
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from benchmarks.notes_api import ModeResult, Sizes
     from benchmarks.notes_api_load import NoteSpec
 
-COMMAND = ".venv/bin/python -m benchmarks.notes_api"
+COMMAND = "python -m benchmarks.notes_api"
 BASELINES = ("GET /healthz", "GET /readyz", "PyMongo find_one")
 
 
@@ -105,11 +105,30 @@ def _noise_note(results: dict[str, ModeResult]) -> str:
     )
 
 
+def claims(results: dict[str, ModeResult]) -> list[Claim]:
+    """The claims-table row: one client, indexing on if measured (the default deployment),
+    each route against its same-run baseline (no target)."""
+    mode = "workers_on" if "workers_on" in results else next(iter(results))
+    r = results[mode]
+    get, post = _p50(r, "GET /v1/notes/{id}", 1), _p50(r, "POST /v1/notes", 1)
+    page = _p50(r, f"GET /v1/notes (random page of {PAGE})", 1)
+    query = _p50(r, f"PyMongo list query (page of {PAGE})", 1)
+    return [
+        Claim(
+            "notes_api",
+            f"indexing {'on' if mode == 'workers_on' else 'off'}, one client: GET a note P50 "
+            f"{get:.1f} ms ({ratio(get, _p50(r, 'PyMongo find_one', 1))} PyMongo find_one), "
+            f"POST {post:.1f} ms, a page of {PAGE} {page:.1f} ms ({ratio(page, query)} its "
+            "own PyMongo query)",
+        )
+    ]
+
+
 def report(results: dict[str, ModeResult], corpus: list[NoteSpec], sizes: Sizes) -> str:
-    """The `notes_api` section of BENCHMARKS.md."""
+    """The `notes_api` section."""
     kb = sorted(len(s.content_md.encode()) / 1024 for s in corpus)
     parts = [
-        "## Notes API latency (issue 2)",
+        "## Notes API latency",
         "",
         f"Reproduce: `{COMMAND}`{' --quick' if sizes.notes < 1000 else ''}. {machine_note()} "
         f"Code: {code_version()}.",

@@ -3,7 +3,7 @@
 The chunker replaces each long base64 payload by one placeholder character before chunking
 and puts the payload back into the chunks afterwards (`api.chunking.data_uri`).
 The baseline, measured in the same run on the same notes, is the same chunker without that
-step (its `_chunk`, which `chunk_note` ran before the change). For each note and each
+step (its `_chunk`). For each note and each
 tokenizer (cl100k_base for OpenAI; the local model's MiniLM word pieces, the default):
 chunks, tokens embedded (the sum of `token_count`, what OpenAI bills), chunking time, and
 for MiniLM the time the local ONNX model takes to embed every chunk's `embedding_text`
@@ -24,13 +24,17 @@ from types import SimpleNamespace
 from typing import Any
 
 from benchmarks.common import (
+    Claim,
     code_revision,
     machine_note,
     markdown_table,
     set_offline_env,
+    update_claims,
     update_section,
 )
 from benchmarks.sample_note import realistic_note
+
+COMMAND = "python -m benchmarks.pasted_images"
 
 
 def _image(n_bytes: int, seed: int) -> str:
@@ -63,11 +67,12 @@ def _html_note() -> str:
 
 
 TOKENIZERS = ("cl100k", "minilm")
+PLAIN = "no images (1000-line note)"
 NOTES: dict[str, Callable[[], str]] = {
     "one 300 KB screenshot": _screenshot_note,
     "200-line note, five 40 KB figures": _illustrated_note,
     "table and list of 8 KB `<img>` tags": _html_note,
-    "no images (1000-line note)": lambda: realistic_note(1000),
+    PLAIN: lambda: realistic_note(1000),
 }
 
 
@@ -113,7 +118,7 @@ def measure(
             text = NOTES[name]()
 
             def baseline(text: str = text, chunker: Any = chunker) -> list[Any]:
-                return chunker._chunk(text, "Note")  # before: no masking step
+                return chunker._chunk(text, "Note")  # the same chunker, no masking step
 
             def masked(text: str = text, chunker: Any = chunker) -> list[Any]:
                 return chunker.chunk_note(text, "Note")
@@ -175,15 +180,15 @@ HEADERS = [
 
 
 def render(rows: list[list[Any]], revision: str) -> str:
-    """The BENCHMARKS.md section."""
+    """The `pasted_images` section."""
     return "\n".join(
         [
             "## Pasted images: data: URI payloads kept, not embedded",
             "",
-            "Reproduce: `.venv/bin/python -m benchmarks.pasted_images`.",
+            f"Reproduce: `{COMMAND}`.",
             "",
             f"{machine_note()} Chunker at {revision}. *Baseline* = the same chunker without "
-            "the masking step (what `chunk_note` did before); *masked* = `chunk_note` now. "
+            "the masking step (`_chunk`); *masked* = `chunk_note`. "
             "cl100k at 300 tokens (OpenAI), MiniLM at 200 word pieces (the local model, the "
             "default); chunking time is the median of the rounds; *local model s* embeds "
             "every chunk's `embedding_text` once with the packaged int8 MiniLM. *Same "
@@ -194,16 +199,43 @@ def render(rows: list[list[Any]], revision: str) -> str:
     )
 
 
+def claims(rows: list[list[Any]]) -> list[Claim]:
+    """The claims-table row: tokens (and local-model time) embedded for notes with images,
+    masked ÷ baseline, and whether a note without images keeps its chunks."""
+
+    def span(values: list[float]) -> str:
+        return f"{min(values):.4f}–{max(values):.4f}×"
+
+    images = [r for r in rows if r[0] != PLAIN]
+    parts = [
+        f"{span([float(r[7]) for r in images if r[1] == tok])} ({tok})"
+        for tok in dict.fromkeys(r[1] for r in images)
+    ]
+    model = [float(r[13]) for r in images if r[13] != "—"]
+    plain = [r for r in rows if r[0] == PLAIN]
+    same = all(r[-1] == "yes" for r in plain)
+    result = "notes with images: tokens embedded " + ", ".join(parts)
+    if model:
+        result += f", local-model time {span(model)}"
+    result += " the unmasked chunker's"
+    if plain:
+        result += f"; a note without images: {'same' if same else 'different'} chunks"
+    passed = same and all(float(r[7]) < 1 for r in images)
+    return [Claim("pasted_images", result, passed)]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     set_offline_env()
-    report = render(measure(args.rounds), code_revision("api/services/chunking"))
+    rows = measure(args.rounds)
+    report = render(rows, code_revision("api/chunking", "api/tokenizer"))
     print(report)
     if not args.no_write:
         update_section("pasted_images", report)
+        update_claims(claims(rows), COMMAND)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Retrieval quality and search latency → BENCHMARKS.md section `retrieval`.
+"""Retrieval quality and search latency → the `retrieval` section and two claim rows.
 
     .venv/bin/python -m benchmarks.retrieval                  # dev + test, everything
     .venv/bin/python -m benchmarks.retrieval --split test --skip-tuning --skip-latency
@@ -6,8 +6,8 @@
 
 Quality: section-level Recall@k / MRR@3 (definitions: `api.evaluation.metrics`) of the
 real pipeline (`api.evaluation.harness`) with the local embedding model: hybrid vs vector
-vs keyword; our chunker vs legacy fixed 512/50 windows vs whole-note chunks; the roadmap's
-note-level embedding baseline; chunk sizes; ranking knobs tuned on DEV only (then checked
+vs keyword; our chunker vs legacy fixed 512/50 windows vs whole-note chunks; the original
+design's note-level embedding baseline; chunk sizes; ranking knobs tuned on DEV only (then checked
 on test). Latency and memory: `benchmarks.retrieval_latency`. Embeddings are cached in
 benchmarks/.data/ between runs (same text, same model → same vector; `--no-cache` to
 recompute everything).
@@ -37,11 +37,11 @@ from api.evaluation.harness import (
 )
 from api.logging import configure_logging
 from benchmarks import retrieval_quality as quality
-from benchmarks.common import DATA_DIR, REPO_ROOT, update_section
+from benchmarks.common import DATA_DIR, REPO_ROOT, update_claims, update_section
 from benchmarks.retrieval_latency import LatencyResult, measure_size
 from benchmarks.retrieval_quality import BASE_OVERRIDES, SplitMetrics, split_run
 from benchmarks.retrieval_tuning import ROADMAP_RANKING, Trial, paired_gain, tune_on_dev
-from benchmarks.retrieval_writeup import render
+from benchmarks.retrieval_writeup import COMMAND, claims, render
 
 log = structlog.get_logger(__name__)
 
@@ -86,25 +86,25 @@ def _datasets(args: argparse.Namespace) -> tuple[Dataset, dict[str, set[str]]]:
 async def _rankings(
     corpus: EvalCorpus, splits: dict[str, set[str]], args: argparse.Namespace, res: Results
 ) -> None:
-    """The roadmap ranking vs the shipped defaults, and tuning on dev from the roadmap's."""
+    """The original design's ranking vs the shipped defaults, and tuning on dev from it."""
     shipped = SearchConfig()
-    roadmap = SearchConfig(ranking=ROADMAP_RANKING)
+    original = SearchConfig(ranking=ROADMAP_RANKING)
     runs = {"shipped": await corpus.evaluate(search=shipped)}
-    configs = {"roadmap": roadmap}
+    configs = {"original": original}
     if "dev" in splits and not args.skip_tuning:
         dev_qs = [q for q in corpus.dataset.questions if q.id in splits["dev"]]
-        _, tuned, res.trials, res.tuned_columns = await tune_on_dev(corpus, dev_qs, roadmap)
+        _, tuned, res.trials, res.tuned_columns = await tune_on_dev(corpus, dev_qs, original)
         res.tuned = tuned
         configs["tuned on dev"] = tuned.search
         configs["tuned on dev + BM25 column weights"] = res.tuned_columns.search
     labels = {
-        "roadmap": "hybrid, roadmap ranking (rrf_k 60, 0.7·max + 0.3·sum)",
+        "original": "hybrid, original ranking (rrf_k 60, 0.7·max + 0.3·sum)",
         "tuned on dev": "hybrid, tuned on dev",
         "tuned on dev + BM25 column weights": "hybrid, tuned on dev + BM25 column weights",
     }
     seen = {shipped}
     for name, cfg in configs.items():
-        if cfg in seen and name != "roadmap":
+        if cfg in seen and name != "original":
             continue
         seen.add(cfg)
         run = runs["shipped"] if cfg == shipped else await corpus.evaluate(search=cfg)
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--skip-chunkers", action="store_true")
     parser.add_argument("--skip-sizes", action="store_true")
     parser.add_argument("--no-cache", action="store_true", help="recompute every embedding")
-    parser.add_argument("--no-write", action="store_true", help="print, don't touch BENCHMARKS.md")
+    parser.add_argument("--no-write", action="store_true", help="print, do not write")
     parser.add_argument(
         "--render-only",
         action="store_true",
@@ -228,6 +228,7 @@ def main(argv: list[str] | None = None) -> None:
     print(text)
     if not args.no_write and not args.notes:
         update_section("retrieval", text)
+        update_claims(claims(res), COMMAND)
 
 
 if __name__ == "__main__":

@@ -17,9 +17,9 @@ asks), end to end: query embedding with the local model (no cache hit: each ques
 asked once per size, on a fresh service), vector + BM25 retrieval, fusion, the `notes`
 re-check on the embedded database, grouping. Baseline in the same run, on the same
 questions: *serial* search, the same service with the query embedding awaited before
-retrieval starts (the flow before BM25 was overlapped with the embedding). Also timed alone:
-the query embedding and the index lookups (`LocalIndex.search_vector`,
-`LocalIndex.search_keyword`) with a precomputed vector, and the `notes` re-check query.
+retrieval starts (BM25 not overlapped with the embedding). Also timed alone:
+the query embedding and the index lookups (`LocalIndex.search_hybrid` with one
+retriever at a time) with a precomputed vector, and the `notes` re-check query.
 """
 
 from __future__ import annotations
@@ -61,9 +61,9 @@ class LatencyResult:
     search_cpu: LatencySummary  # this process's CPU time per search (all its threads)
     serial: LatencySummary  # baseline: embedding awaited before retrieval (wall clock)
     embed: LatencySummary  # query embedding alone
-    vector: LatencySummary  # LocalIndex.search_vector alone (k=72, as search asks)
+    vector: LatencySummary  # the vector scan alone (k=72, as search asks)
     vector_cpu: LatencySummary
-    keyword: LatencySummary  # LocalIndex.search_keyword alone (FTS5 BM25, k=72)
+    keyword: LatencySummary  # BM25 alone (FTS5, k=72)
     keyword_cpu: LatencySummary
     recheck: LatencySummary  # the `notes` re-check of 6 candidate notes (database)
     recheck_all: LatencySummary  # baseline: re-checking every candidate note instead
@@ -159,6 +159,14 @@ class SerialBackend:
         return await self.inner.retrieve(author_id, vector=await resolved_vector(vector), **kw)
 
 
+def _vector_only(index: LocalIndex, author: str, vec: np.ndarray, k: int) -> Any:
+    return index.search_hybrid(author, vec, None, k_vector=k, k_keyword=0)[0]
+
+
+def _keyword_only(index: LocalIndex, author: str, query: str, k: int) -> Any:
+    return index.search_hybrid(author, None, query, k_vector=0, k_keyword=k)[1]
+
+
 def _rss() -> int:
     gc.collect()
     return int(psutil.Process().memory_info().rss)
@@ -225,8 +233,8 @@ async def measure_size(
             # A different text, so the embedder does the work again (no cache hit).
             batch = await timed("embed", embedder.embed([q + " ?"], truncate=True))
             vec = np.asarray(batch.vectors[0], dtype=np.float32)
-            v = await timed("vec", call(index.search_vector, str(author), vec, 72))
-            k = await timed("kw", call(index.search_keyword, str(author), q, 72))
+            v = await timed("vec", call(_vector_only, index, str(author), vec, 72))
+            k = await timed("kw", call(_keyword_only, index, str(author), q, 72))
             ids = [ObjectId(r.note_id) for r in out.results]
             await timed("meta", metas.active_metas(author, ids))
             every = list(dict.fromkeys(ObjectId(c.note_id) for c, _ in v + k))

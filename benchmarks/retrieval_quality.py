@@ -141,7 +141,7 @@ async def chunkers(
 async def baselines(
     data: Dataset, splits: dict[str, set[str]], *, mongo_url: str, embedder: Any
 ) -> list[SplitMetrics]:
-    """The roadmap's note-level embeddings (two readings) and the CHUNKING_ENABLED=false
+    """The original design's note-level embeddings (two readings) and the CHUNKING_ENABLED=false
     rollback (term-frequency note ranking in the retrieval service)."""
     rows = []
     for how in ("truncated", "mean_of_parts"):

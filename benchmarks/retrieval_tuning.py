@@ -9,8 +9,8 @@ then compared with the starting point on test with a paired bootstrap
 (`api.evaluation.metrics.paired_difference`).
 
 Stages: note scorer × RRF k; retriever weights; candidates; BM25 column weights (heading vs
-content — a `LocalIndex` parameter, reported as evidence only: the brief lets this module
-change `RankingConfig` alone).
+content — a `LocalIndex` parameter, reported as evidence only: tuning changes
+`RankingConfig` alone).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from api.retrieval.service import RankingConfig
 
 log = structlog.get_logger(__name__)
 
-# The roadmap's ranking (0.7·max + 0.3·sum note score) with the RRF paper's k: where tuning
+# The original design's ranking (0.7·max + 0.3·sum note score) with the RRF paper's k: where tuning
 # starts, and the reference the shipped defaults are compared with.
 ROADMAP_RANKING = RankingConfig(
     rrf_k=60.0, vector_weight=1.0, keyword_weight=1.0, candidates=60, note_scorer="weighted_max_sum"

@@ -26,6 +26,7 @@ from benchmarks.indexing_notes import (
 from benchmarks.indexing_storage import chunk_docs, run_bytes, run_requests
 from benchmarks.notes_api import Sizes, run_mode
 from benchmarks.notes_api_load import FILTER_TAG, make_corpus
+from benchmarks.notes_api_report import claims as notes_api_claims
 from benchmarks.notes_api_report import mode_table
 from benchmarks.sample_note import realistic_note
 from benchmarks.service_harness import summarize
@@ -108,6 +109,19 @@ def test_rewrite_paragraph_replaces_exactly_one_prose_block() -> None:
     assert changed[0][0][:1].isalpha() and "```" not in changed[0][0]
 
 
+def test_indexing_turns_claim_and_report_from_rounds() -> None:
+    from benchmarks.indexing_turns import MODES, claims, report
+
+    rounds = [
+        {"mode": MODES[0], "bob": 2.0, "alice": 21.0, "chunks": 100},
+        {"mode": MODES[1], "bob": 20.0, "alice": 20.0, "chunks": 100},
+    ]
+    (claim,) = claims(rounds)
+    assert claim.passed and "behind 100 chunks of long notes: 2.0 s vs 20.0 s" in claim.result
+    assert "(0.10×); the long notes took 1.05× as long" in claim.result
+    assert "no hand-over (baseline)" in report(rounds, sections=10, head_start_s=1.0)
+
+
 # -- the scripts, tiny, against the real app and the embedded server ------------------------
 
 
@@ -120,6 +134,8 @@ async def test_edit_mix_stats_equal_the_independent_count(make_settings: Any) ->
     assert by_edit["reordered sections"].stats["embedded"] == 0
     assert 0 < by_edit["paragraph rewrite"].token_fraction < 0.5
     assert "Average saving over all 6 edits" in indexing_report.report_edits(rows)
+    claim = indexing_report.claim_edits(rows)
+    assert "over 6 edits of 6 kinds" in claim.result and "count on 6 of 6" in claim.result
 
 
 async def test_edit_latency_and_full_baseline(make_settings: Any) -> None:
@@ -132,6 +148,8 @@ async def test_edit_latency_and_full_baseline(make_settings: Any) -> None:
     assert len(result.search_s) == 2
     assert all(s >= e for s, e in zip(result.search_s, result.edit_s, strict=True))
     assert "P50 ÷ edit P50" in indexing_report.report_latency(result)
+    claim = indexing_report.claim_latency(result)
+    assert claim.passed and "returned by search at P50" in claim.result
 
 
 async def test_throughput_in_process_loops(make_settings: Any, tmp_path: Path) -> None:
@@ -139,6 +157,8 @@ async def test_throughput_in_process_loops(make_settings: Any, tmp_path: Path) -
     row = await run_throughput(make_settings(autonote_index_workers=0), "2 loops", notes, tmp_path)
     assert row.notes == 3 and row.chunks >= 3 and row.embedded == row.chunks
     assert row.seconds > 0 and row.tokens > 0
+    claim = indexing_report.claim_throughput([row, row])
+    assert claim.result.endswith("tokens/s; 2 loops: 1.00×") and claim.passed is None
 
 
 async def test_openai_requests_batched_vs_roadmap(make_settings: Any, openai_stub: Any) -> None:
@@ -153,9 +173,11 @@ async def test_openai_requests_batched_vs_roadmap(make_settings: Any, openai_stu
     assert got[("1 note × 40 sections", "reconciler")] == 1
     assert got[("2 notes × 20 sections", "reconciler")] == 2
     assert got[("2 notes × 20 sections", "embed()")] == 2
-    assert got[("1 note × 40 sections", "roadmap")] == 40
+    assert got[("1 note × 40 sections", "original")] == 40
     assert all(r.chunks == 40 for r in rows)
     assert "requests / 1 000 chunks" in indexing_report.report_requests(rows)
+    claim = indexing_report.claim_requests(rows)
+    assert claim.passed and claim.result.startswith("25 per 1 000 chunks as 1 note × 40 sections")
 
 
 def test_binary_vectors_are_smaller_than_doubles(mongo_url: str, db_name: str) -> None:
@@ -172,6 +194,8 @@ def test_binary_vectors_are_smaller_than_doubles(mongo_url: str, db_name: str) -
         assert r.count == len(chunks)
         assert r.avg_obj_size == pytest.approx(r.bson_len, abs=1)
     assert isinstance(chunk_docs(chunks[:1], 4, True)[0]["embedding"], bytes)
+    claim = indexing_report.claim_bytes(rows)
+    assert claim.passed and claim.result.startswith("8 d: ") and "; 384 d: " in claim.result
     from pymongo import MongoClient
 
     MongoClient(mongo_url).drop_database(db_name)
@@ -196,20 +220,25 @@ async def test_notes_api_mode_served_over_http(mongo_url: str, tmp_path: Path) -
     assert len(result.phases[("PATCH tags only", 2)].samples) == 1
     assert "documents examined" in result.list_plan
     assert "P50 ÷ find_one" in mode_table(result)
+    (claim,) = notes_api_claims({"chunking_disabled": result})
+    assert claim.result.startswith("indexing off, one client: GET a note P50 ")
+    assert "× its own PyMongo query)" in claim.result
 
 
 async def test_indexing_fairness_rounds_and_report(mongo_url: str) -> None:
-    from benchmarks.indexing_fairness import MODES, report, run_round
+    from benchmarks.indexing_fairness import MODES, claims, report, run_round
 
     rounds = [await run_round(mongo_url, mode, backlog=8, bob_notes=2) for mode in MODES]
     assert [len(r["bob"]) for r in rounds] == [2, 2]
     assert all(0 < r["bob"][-1] <= r["drain"] for r in rounds)
     text = report(rounds, backlog=8, bob_notes=2)
     assert "users take turns (default)" in text and "1.00×" in text
+    (claim,) = claims(rounds, backlog=8)
+    assert claim.id == "indexing_fairness" and "behind 8 queued notes" in claim.result
 
 
 async def test_search_note_text_reads_less_than_whole_notes() -> None:
-    from benchmarks.search_note_text import MODES, measure, render
+    from benchmarks.investigations.search_note_text import MODES, measure, render
 
     result = await measure(notes=2, note_chars=40_000, rounds=2, concurrent=2)
     assert result[MODES[0]]["chars"] == 2 * 2 * 6000  # two windows per note
@@ -220,7 +249,7 @@ async def test_search_note_text_reads_less_than_whole_notes() -> None:
 async def test_migration_live_rounds_and_report(mongo_url: str) -> None:
     import argparse
 
-    from benchmarks.migration_live import MODES, report, run_round
+    from benchmarks.migration_live import MODES, claims, report, run_round
 
     args = argparse.Namespace(backlog=12, edits=2, interval=0.2, rate=50.0, batch=6, rounds=1)
     rounds = [await run_round(mongo_url, mode, args) for mode in MODES]
@@ -230,3 +259,5 @@ async def test_migration_live_rounds_and_report(mongo_url: str) -> None:
     assert rounds[1]["by_workers"] == 0  # reserved: the workers leave the backlog alone
     text = report(rounds, args)
     assert "no migration (baseline)" in text and "1.00×" in text and "0 of 12" in text
+    (claim,) = claims(rounds, args.backlog)
+    assert "the API's workers indexed 0 of 12 backlog notes" in claim.result

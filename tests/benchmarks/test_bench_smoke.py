@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import itertools
-import re
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +32,8 @@ from benchmarks.structure_quality import (
 common.set_offline_env()
 SHARED = common.shared_dir()
 needs_shared = pytest.mark.skipif(
-    not (SHARED / "eval/chroma/questions_df.csv").exists(), reason="../shared eval data absent"
+    not (SHARED / "eval/chroma/questions_df.csv").exists(),
+    reason="the Chroma evaluation data is absent",
 )
 # The peer chunkers are benchmark-only dependencies (`.[bench]`, installed by `make bench`),
 # kept out of `make test` so CI does not install four more libraries for three tests.
@@ -84,6 +84,76 @@ def test_update_section_creates_replaces_and_preserves(tmp_path: Path) -> None:
     assert "first body" not in text
     assert "<!-- bench:two -->\nsecond body\n<!-- /bench:two -->" in text
     assert text.index("bench:one") < text.index("bench:two")  # order kept
+
+
+def test_update_section_goes_to_the_area_page_or_the_investigations_report() -> None:
+    assert common.page_for("chunking") == common.DOCS_DIR / "chunking.md"
+    assert common.page_for("tokenizer_backends") == common.INVESTIGATIONS_REPORT
+    with pytest.raises(KeyError, match="no page for section 'nope'"):
+        common.page_for("nope")
+
+
+def test_update_claims_rewrites_only_the_rows_own_cells(tmp_path: Path) -> None:
+    table = tmp_path / "BENCHMARKS.md"
+    table.write_text(
+        "| Claim | Target | Latest result | Pass/fail | Command | Date |\n"
+        "|---|---|---|---|---|---|\n"
+        "| A | ≤ 2 | <!-- claim:a -->old | **PASS** | `x` | 2020-01-01<!-- /claim:a --> |\n"
+        "| B | — | <!-- claim:b -->kept | — | `y` | 2020-01-01<!-- /claim:b --> |\n"
+    )
+    claims = [common.Claim("a", "1.5 | 2", False, "(titled)"), common.Claim("z", "r")]
+    missing = common.update_claims(claims, "python -m x", path=table, day="2026-01-02")
+    assert missing == ["z"]
+    text = table.read_text()
+    row = "| A | ≤ 2 | <!-- claim:a -->1.5 \\| 2 | **FAIL** (titled) | `python -m x` | 2026-01-02"
+    assert row + "<!-- /claim:a --> |\n" in text
+    assert "| B | — | <!-- claim:b -->kept | — | `y` | 2020-01-01<!-- /claim:b --> |\n" in text
+    assert common.Claim("c", "r").verdict == "—" and common.Claim("c", "r", True).verdict == (
+        "**PASS**"
+    )
+
+
+def test_benchmarks_md_opens_with_the_claims_make_bench_reruns() -> None:
+    """Every row of the claims table is built by a script (or test campaign) that
+    `make bench` runs, and every row such a script builds is in the table."""
+    import re
+
+    from benchmarks import run_all
+
+    root = common.REPO_ROOT
+    table = common.BENCHMARKS_MD.read_text(encoding="utf-8")
+    first_row = next(line for line in table.splitlines() if line.startswith("|"))
+    assert first_row == "| Claim | Target | Latest result | Pass/fail | Command | Date |"
+    rows = re.findall(r"^\| .*<!-- claim:(\w+) -->.*<!-- /claim:\1 --> \|$", table, re.M)
+    assert len(rows) == len(set(rows)) == table.count("<!-- claim:")
+    builders = [*root.glob("benchmarks/*.py"), root / "tests/fuzz/campaign.py"]
+    built: set[str] = set()
+    for path in [*builders, root / "tests/faults/report.py"]:
+        built |= set(re.findall(r'Claim\(\s*"(\w+)"', path.read_text(encoding="utf-8")))
+    assert set(rows) == built
+    commands = [" ".join(args) for args, _ in run_all.CLAIMS.values()]
+    writers = [*builders, root / "tests/faults/support.py"]
+    for path in writers:
+        if path.name == "common.py" or "update_claims(" not in path.read_text(encoding="utf-8"):
+            continue
+        rel = path.relative_to(root)
+        run = "tests/faults" if "faults" in rel.parts else ".".join(rel.with_suffix("").parts)
+        assert any(f" {run}" in f" {c}" for c in commands), rel
+    assert not any("investigations" in c for c in commands)
+
+
+def test_every_relative_link_of_the_benchmark_pages_resolves() -> None:
+    import re
+
+    pages = [common.BENCHMARKS_MD, *sorted(common.DOCS_DIR.glob("*.md"))]
+    assert len(pages) > 1
+    broken = [
+        f"{page.name}: {target}"
+        for page in pages
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8"))
+        if not re.match(r"[a-z]+:|#", target) and not (page.parent / target.split("#")[0]).exists()
+    ]
+    assert broken == []
 
 
 def test_time_interleaved_runs_each_competitor_repeats_plus_warmup() -> None:
@@ -189,15 +259,14 @@ def test_realistic_note_is_deterministic_and_exact_length() -> None:
 
 @needs_peers
 def test_chunking_benchmark_smoke() -> None:
-    from benchmarks.chunking import OURS, benchmark_size, render, scaling
+    from benchmarks.chunking import OURS, benchmark_size, claims, render, scaling
 
     docs = {"small note": realistic_note(60, seed=7)}
     results = benchmark_size(docs, 200, repeats=1)
     res = results[0]
-    assert {"ours", "floor (parse+encode)", "roadmap regex"} <= set(res.timings)
-    assert len(res.timings) == 10 and len(res.structure) == 6
+    assert {"ours", "floor (parse+encode)", "original regex"} <= set(res.timings)
+    assert len(res.timings) == 9 and len(res.structure) == 6
     assert "chonkie + exact counts" in res.timings
-    assert "ours + helper thread" in res.timings
     assert "ours, nearest-boundary cuts" in res.timings
     ours = res.structure[OURS]
     assert ours.chunks > 3
@@ -211,24 +280,17 @@ def test_chunking_benchmark_smoke() -> None:
         ours.wrong_counts,
     ) == (0, 0, 0, 0, 0, 0, 0)
     assert res.structure["langchain md-header+recursive"].wrong_counts is None  # none reported
-    assert res.structure["roadmap regex"].wrong_counts  # len // 4 is an estimate
+    assert res.structure["original regex"].wrong_counts  # len // 4 is an estimate
     rows = scaling(docs, max_tokens=200, repeats=1, factors=(1, 2))
     assert [r[1] for r in rows] == ["×1", "×2"]
     text = render({200: results}, rows, [])
     assert "ours / floor" in text and "Structure quality at 200" in text
-    assert "ours / floor (CPU)" in text and "ours: CPU / wall" in text
-    assert "ours + helper thread (opt-in" in text
     assert "- ours, nearest-boundary cuts (the cut-rule ablation" in text
-    assert "ours, nearest-boundary cuts: CPU / wall" in text
     assert "‡ chonkie + exact counts" in text and "ours / chonkie + exact counts ‡" in text
-    # The room line names the peer closest to the floor among the token-sizing peers.
-    peers = ["langchain md-header+recursive", "chonkie RecursiveChunker", "semantic-text-splitter"]
-    floor = res.timings["floor (parse+encode)"]
-    room = re.search(r"fastest token-sizing peer runs at ([0-9.]+) × the floor \((.+?) on", text)
-    assert room is not None and room[2] in peers
-    assert float(room[1]) == pytest.approx(
-        min(res.timings[p].ratio_to(floor) for p in peers), abs=0.006
-    )
+    assert "faster than every token-sizing peer" not in text  # information, not a target
+    speed, structure = claims({200: results})
+    assert speed.id == "chunking_speed" and "at 200 tokens (1 documents)" in speed.result
+    assert structure.passed and "0 wrong token counts" in structure.result
     assert all(t.cpu_samples and len(t.cpu_samples) == len(t.samples) for t in res.timings.values())
     assert "Linear scaling" in text
 
@@ -315,7 +377,7 @@ def test_tokenizer_backends_wrapper_chunks_like_the_default_tokenizer() -> None:
     here by tiktoken's own encoder, the backends themselves being optional."""
     from api.chunking import MarkdownChunker
     from benchmarks.chunking_peers import cl100k_encoding
-    from benchmarks.tokenizer_backends import _BackendTokenizer, render
+    from benchmarks.investigations.tokenizer_backends import _BackendTokenizer, render
 
     note = realistic_note(200, seed=7)
     calls: list[int] = []
@@ -337,7 +399,7 @@ def test_tokenizer_backends_wrapper_chunks_like_the_default_tokenizer() -> None:
 def test_tokenizer_backends_refuses_to_overwrite_without_the_backends(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from benchmarks import tokenizer_backends
+    from benchmarks.investigations import tokenizer_backends
 
     monkeypatch.setattr(tokenizer_backends, "load_backends", lambda: ({}, ["rs-bpe"]))
     with pytest.raises(SystemExit, match="not installed: rs-bpe"):
@@ -355,6 +417,9 @@ def test_chunking_hostile_smoke() -> None:
     assert all(r["chunks"] > 0 and r["seconds"] > 0 for r in results.values())
     report = chunking_hostile.render(results, 20_000, "test")
     assert "| backticks | 0.02 |" in report and "minilm: s ÷ baseline" in report
+    (claim,) = chunking_hostile.claims(results, 20_000)
+    assert claim.result.startswith("0.02 MB notes of 1 hostile shapes: slowest ")
+    assert "MB peak growth (minilm)" in claim.result and claim.passed is None
 
 
 def test_pasted_images_smoke() -> None:
@@ -368,13 +433,15 @@ def test_pasted_images_smoke() -> None:
     assert plain[3] == plain[4] and plain[-1] == "yes"
     report = pasted_images.render(rows, "test")
     assert "| no images (1000-line note) | cl100k |" in report
+    (claim,) = pasted_images.claims(rows)
+    assert claim.passed and claim.result.endswith("; a note without images: same chunks")
 
 
 def test_search_deepening_smoke() -> None:
     """A 90-section crowding note and 3 others, one round: deepening returns all 4 notes
     where one round returned the crowding note alone, and the plain queries match as
     before (the real pipeline: embedded server, local model)."""
-    from benchmarks import search_deepening
+    from benchmarks.investigations import search_deepening
 
     res = asyncio.run(search_deepening.measure(90, 3, 1, 10))
     for mode in ("keyword", "hybrid"):
@@ -402,3 +469,84 @@ def test_search_catch_up_smoke() -> None:
     assert len({f["poll_rows"] for f in follow}) == 1
     report = search_catch_up.render(latency, follow, 1000, 10)
     assert "| on ÷ off |" in report and "| without ÷ with (mean of both) |" in report
+    (claim,) = search_catch_up.claims(latency, follow, 1000)
+    assert "catch-up on ÷ off: P50 " in claim.result and "the poll over 1000 notes" in claim.result
+
+
+# -- retrieval claim rows ---------------------------------------------------------------
+
+
+def _metrics(recall3: float, mrr3: float, note1: float) -> object:
+    from api.evaluation.metrics import Metrics
+
+    recall = {1: mrr3, 3: recall3, 5: recall3, 10: recall3}
+    return Metrics(
+        questions=10,
+        recall=recall,
+        mrr3=mrr3,
+        mrr10=mrr3,
+        search_recall=recall,
+        search_mrr3=mrr3,
+        strict_recall=recall,
+        strict_mrr3=mrr3,
+        note_recall={1: note1, 3: note1, 5: note1, 10: note1},
+        note_mrr3=note1,
+        recall3_ci=(recall3 - 0.05, recall3 + 0.05),
+        mrr3_ci=(mrr3 - 0.05, mrr3 + 0.05),
+        mean_top3_chars=100.0,
+        recall3_by_type={},
+    )
+
+
+def test_retrieval_claims_compare_with_note_level_embeddings_and_the_latency_target() -> None:
+    from dataclasses import replace
+
+    from benchmarks.retrieval import Results
+    from benchmarks.retrieval_latency import LatencyResult
+    from benchmarks.retrieval_quality import SplitMetrics
+    from benchmarks.retrieval_writeup import claims
+    from benchmarks.service_harness import LatencySummary
+
+    ours = SplitMetrics("hybrid", {"test": _metrics(0.87, 0.79, 0.89)})
+    note_level = SplitMetrics("note-level embedding (truncated)", {"test": _metrics(0.5, 0.5, 0.5)})
+    fast = LatencySummary(10, 20.0, 30.0, 40.0, 22.0)
+    lat = LatencyResult(1000, 90, fast, fast, replace(fast, p95=33.0), *[fast] * 7,
+                        5.0, 1 << 20, 1 << 20, 0.1, 1.0)  # fmt: skip
+    res = Results(splits=["dev", "test"], modes=[ours], baselines=[note_level], latency=[lat])
+    quality, latency = claims(res)
+    assert quality.id == "retrieval_heldout" and quality.passed
+    assert "Recall@3 0.870 (95 % CI 0.82–0.92), MRR@3 0.790 (95 % CI 0.74–0.84)" in (quality.result)
+    assert quality.result.endswith(": +74 % / +58 % (note Recall@1 +78 %)")
+    assert latency.passed and latency.result == (
+        "search P95 30.0 ms at 1,000 chunks (one user, local backend); serial search "
+        "(baseline) P95 1.10× that"
+    )
+    res.baselines = [
+        SplitMetrics("note-level embedding (truncated)", {"test": _metrics(0.8, 0.7, 0.6)})
+    ]
+    assert not claims(res)[0].passed  # +9 % is short of +40 %
+
+
+def test_fault_and_fuzz_claim_rows() -> None:
+    from tests.faults.report import faults_claims
+    from tests.fuzz.campaign import Row
+    from tests.fuzz.campaign import claims as fuzz_claims
+
+    def run(scenario: str, **figures: int) -> dict[str, object]:
+        return {"scenario": scenario, "figures": figures}
+
+    results = [
+        run("a_api_sigkill", writes_acknowledged=60, acknowledged_lost=0, kills=1),
+        run("b_db_sigkill", writes_acknowledged=40, acknowledged_lost=0, outages=2),
+        run("c_embedding_down"),
+        run("d_disk_full_real", writes_acknowledged=70, acknowledged_lost_after_restart=1),
+    ]
+    kill, disk = faults_claims(results)
+    assert kill.passed and kill.result == (
+        "0 of 100 acknowledged writes lost in 2 scenarios (the API killed 1 times, the "
+        "database 2 times)"
+    )
+    assert not disk.passed and disk.result.startswith("1 of 70 acknowledged writes lost")
+    (fuzz,) = fuzz_claims([Row("a", 10, 0, "", 1.0), Row("atheris", 0, 0, "not installed", 0)])
+    assert fuzz.passed and fuzz.result == "10 cases (2 targets), 0 crashes; not run: atheris"
+    assert not fuzz_claims([Row("a", 10, 1, "", 1.0)])[0].passed

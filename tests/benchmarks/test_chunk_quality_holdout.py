@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from benchmarks import common
 from benchmarks.chroma_eval import Question, Scores
-from benchmarks.chunk_quality_holdout import NEAREST, cut_rule, leave_one_out, render
 from benchmarks.chunk_quality_report import Result
+from benchmarks.investigations.chunk_quality_holdout import NEAREST, cut_rule, leave_one_out, render
 
 common.set_offline_env()
 

@@ -15,6 +15,7 @@ from benchmarks.chunk_quality_report import (
     _size_sweep,
     _target_sweep,
     acceptance_lines,
+    claims,
     render,
     size_label,
     target_label,
@@ -116,3 +117,22 @@ def test_target_and_size_sweeps_name_what_meets_both_numbers() -> None:
     assert _target_sweep(results[:1]) == []  # the default alone is not a sweep
     sizes = _line(_size_sweep(results), "Chunk-size trade-off")
     assert "160: 74.0 / 7.2; 200: 76.0 / 6.6" in sizes and sizes.endswith("both targets: [200].")
+
+
+def test_claim_row_is_the_untitled_acceptance_with_the_titled_failure_noted() -> None:
+    passing = [(0.75, 0.07, 0.06), (0.77, 0.07, 0.08)] * 20
+    iou_short = [(0.75, 0.06, 0.05), (0.77, 0.06, 0.07)] * 20
+    (claim,) = claims(
+        [
+            _result(OURS, passing),
+            _result(OURS_TITLED, iou_short),
+            _result(BASELINE, iou_short),
+        ]
+    )
+    assert claim.id == "retrieval_chroma" and claim.passed
+    assert claim.result.startswith("untitled, own corpus: recall 76.0 (95 % CI ")
+    assert "minus the in-run baseline (all corpora): recall +0.0 (+0.0 to +0.0), IoU +1.0" in (
+        claim.result
+    )
+    assert claim.verdict == "**PASS** (titled, own corpus and all corpora: FAIL)"
+    assert claims([_result(OURS_TITLED, passing)]) == []

@@ -8,7 +8,7 @@ from typing import Any
 
 from benchmarks.load import LoadConfig, Target, mongo_depth, run_load
 from benchmarks.load_mix import Sample
-from benchmarks.load_report import LevelResult, holds, knee, report
+from benchmarks.load_report import LevelResult, claims, holds, knee, report
 from tests.conftest import ADMIN_TOKEN, ServedApp
 
 
@@ -34,6 +34,8 @@ async def test_six_second_load_run(make_settings: Any, mongo_url: str, db_name: 
     assert level.queue and level.queue[-1][1] == 0  # sampled until the queue drained
     text = report([level], p95_ms=60_000, command="x", setup=["s"], mix="m")
     assert "Holds" in text and "| 2 |" in text and "POST /v1/search (hybrid)" in text
+    (claim,) = claims([level], p95_ms=60_000)
+    assert claim.passed and "GET /healthz on the same connections" in claim.result
 
 
 def _level(users: int, seconds: float, latencies_ms: list[float], errors: int = 0) -> LevelResult:
@@ -54,3 +56,6 @@ def test_knee_is_the_best_throughput_within_the_target() -> None:
     assert knee(levels, 1000.0) is levels[2]  # level 8 is faster but fails the error rule
     assert not holds(levels[3], 1000.0) and knee(levels, 5.0) is None
     assert "No level kept P95 ≤ 5 ms" in report(levels, p95_ms=5, command="", setup=[], mix="")
+    (claim,) = claims(levels, p95_ms=1000.0)
+    assert not claim.passed and claim.result.startswith("8 users, realistic mix: ")
+    assert claim.result.endswith("; most held: 20.0 req/s at 4 users")

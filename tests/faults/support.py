@@ -1,7 +1,7 @@
 """Shared machinery of the fault scenarios: a client that writes notes and remembers exactly
 which writes were acknowledged, latency bookkeeping, the `autonote serve` subprocess, and the
-recording of each scenario's figures (benchmarks/.data/faults/*.json, and the BENCHMARKS.md
-section `faults` when AUTONOTE_FAULTS_REPORT=1)."""
+recording of each scenario's figures (benchmarks/.data/faults/*.json, and the `faults`
+section of docs/benchmarks/faults.md with its claim rows when AUTONOTE_FAULTS_REPORT=1)."""
 
 from __future__ import annotations
 
@@ -300,8 +300,8 @@ def kill_embedded_leftover(data_dir: Path) -> None:
 
 # ---- results ----------------------------------------------------------------------------
 def record(scenario: str, title: str, figures: dict[str, Any], notes: str = "") -> None:
-    """Store a scenario's figures; with AUTONOTE_FAULTS_REPORT=1 also rewrite the
-    BENCHMARKS.md section `faults` from every stored scenario."""
+    """Store a scenario's figures; with AUTONOTE_FAULTS_REPORT=1 also rewrite the `faults`
+    section of docs/benchmarks/faults.md and its claim rows from every stored scenario."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     payload = {
         "scenario": scenario,
@@ -320,11 +320,12 @@ def record(scenario: str, title: str, figures: dict[str, Any], notes: str = "") 
         payload["lost_history"] = [*previous, lost][-20:]
     path.write_text(json.dumps(payload, indent=2, default=str))
     if os.environ.get(REPORT_ENV) == "1":
-        from benchmarks.common import update_section
-        from tests.faults.report import faults_section
+        from benchmarks.common import update_claims, update_section
+        from tests.faults.report import faults_claims, faults_section
 
         results = [json.loads(p.read_text()) for p in sorted(RESULTS_DIR.glob("*.json"))]
         update_section("faults", faults_section(results, COMMAND))
+        update_claims(faults_claims(results), COMMAND.replace(".venv/bin/", ""))
 
 
 def latency_figures(values: list[float]) -> dict[str, float]:

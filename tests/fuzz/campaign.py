@@ -1,5 +1,6 @@
-"""The long fuzz campaign behind BENCHMARKS.md's `fuzz` section: the same targets as the
-always-on tests, with many more cases, plus atheris and the API-level runs.
+"""The long fuzz campaign behind the `fuzz` section (docs/benchmarks/faults.md) and its
+claim row: the same targets as the always-on tests, with many more cases, plus atheris and
+the API-level runs.
 
     .venv/bin/python -m tests.fuzz.campaign [--examples 1000] [--heavy 200]
         [--atheris-seconds 120] [--stateful 200] [--no-write]
@@ -25,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.common import machine_note, markdown_table, update_section
+from benchmarks.common import Claim, machine_note, markdown_table, update_claims, update_section
 from tests.fuzz.generators import CHUNK_INPUTS, IMPORT_INPUTS
 from tests.fuzz.targets import FuzzStats, fuzz_chunker, fuzz_importer, import_case
 
@@ -202,6 +203,16 @@ def render(rows: list[Row], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def claims(rows: list[Row]) -> list[Claim]:
+    """The claims-table row: cases tried and crashes or failed checks (target 0)."""
+    crashes = sum(r.crashes for r in rows)
+    skipped = [r.target for r in rows if r.cases == 0 and "not installed" in r.detail]
+    result = f"{sum(r.cases for r in rows)} cases ({len(rows)} targets), {crashes} crashes"
+    if skipped:
+        result += f"; not run: {', '.join(skipped)}"
+    return [Claim("fuzz", result, crashes == 0)]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--examples", type=int, default=1000)
@@ -222,6 +233,7 @@ def main(argv: list[str] | None = None) -> None:
     print(body)
     if not args.no_write:
         update_section("fuzz", body)
+        update_claims(claims(rows), command.strip())
     sys.exit(1 if any(r.crashes for r in rows) else 0)
 
 

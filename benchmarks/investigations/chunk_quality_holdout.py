@@ -8,13 +8,14 @@ the grid point with the best merit on the other 4 corpora's questions (its worse
 the two targets: min(recall / 75.7, IoU / 6.5), as the constants were chosen to clear both)
 is scored on the held-out corpus's questions; the 5 held-out parts together cover every
 question once, and are compared, question by question, with nearest-boundary cuts (the rule
-off, same target) and with the shipped constants. Our chunker at 200 word pieces of the local model,
-untitled (the report's protocol), own-corpus retrieval, 5 chunks per question.
+off, same target) and with the shipped constants. Our chunker at 200 word pieces of the
+local model, untitled (the report's protocol), own-corpus retrieval, 5 chunks per question.
 
 The constants are module globals read at call time; this script sets them for its own runs
 only (the shipped chunker is not changed). Embeddings are cached in benchmarks/.data/.
 
-Reproduce: `.venv/bin/python -m benchmarks.chunk_quality_holdout` (`--no-write` to print only).
+Reproduce: `.venv/bin/python -m benchmarks.investigations.chunk_quality_holdout`
+(`--no-write` to print only; the report goes to benchmarks/.data/investigations.md).
 """
 
 from __future__ import annotations
@@ -170,7 +171,7 @@ def render(
             "## Chunk quality: are the cut rule's constants tuned to the evaluation? "
             "(leave one corpus out)",
             "",
-            "Reproduce: `.venv/bin/python -m benchmarks.chunk_quality_holdout`",
+            "Reproduce: `.venv/bin/python -m benchmarks.investigations.chunk_quality_holdout`",
             "",
             f"{machine_note()} Chunker at {revision}. Ours at 200 word pieces of the local "
             "model (int8 all-MiniLM-L6-v2), untitled, own-corpus retrieval, 5 chunks per "
@@ -211,12 +212,12 @@ def render(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Score the grid, print the report and (unless --no-write) update BENCHMARKS.md."""
+    """Score the grid, print the report and (unless --no-write) write it."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--no-write", action="store_true", help="print, do not write")
     args = parser.parse_args(argv)
     set_offline_env()
-    revision = code_revision("api/services/chunking")
+    revision = code_revision("api/chunking", "api/tokenizer")
     from connectors.embeddings.local import LocalEmbedder
 
     data = shared_dir() / "eval" / "chroma"

