@@ -1,7 +1,7 @@
-"""The roadmap's Phase 2.1 regex chunker, kept as the benchmark baseline.
+"""The original design's regex chunker, kept as the benchmark baseline.
 
-This is the algorithm from ../shared/seeds/004_hierarchical_chunking_roadmap.md (§2.1,
-`api/services/chunking.py` there) reproduced faithfully — including its known defects, which
+This is the algorithm the original design specified (its `api/services/chunking.py`)
+reproduced faithfully — including its known defects, which
 the benchmark is meant to expose — with only the embedding call, logging and tracing removed:
 
 - tokens are estimated as `len(text) // 4`;
@@ -11,7 +11,7 @@ the benchmark is meant to expose — with only the embedding call, logging and t
 - a large section is split on blank lines only, and its last piece is dropped when it is
   shorter than `min_chunk_tokens`.
 
-Do not "fix" anything here: the point is to measure the roadmap as written.
+Do not "fix" anything here: the point is to measure the original algorithm as written.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import re
 
 
 class BaselineChunk:
-    """One chunk as the roadmap's `MarkdownChunk` builds it."""
+    """One chunk as the original `MarkdownChunk` builds it."""
 
     def __init__(
         self, content_md: str, heading_path: list[str], chunk_type: str, chunk_index: int
@@ -51,7 +51,7 @@ class BaselineChunk:
 
 
 class BaselineRegexChunker:
-    """The roadmap's `MarkdownChunker` (Phase 2.1), minus embeddings/logging/tracing."""
+    """The original `MarkdownChunker`, minus embeddings, logging and tracing."""
 
     def __init__(
         self,
@@ -64,7 +64,7 @@ class BaselineRegexChunker:
         self.min_chunk_tokens = min_chunk_tokens
 
     def chunk_note(self, note_content: str, note_title: str) -> list[BaselineChunk]:
-        """Split a note into chunks exactly as the roadmap's algorithm does."""
+        """Split a note into chunks exactly as the original algorithm does."""
         full_content = f"# {note_title}\n\n{note_content}"
         content_with_placeholders, code_blocks = self._extract_code_blocks(full_content)
         sections = self._split_by_headings(content_with_placeholders)

@@ -55,10 +55,10 @@ from benchmarks.chunk_quality_report import (
 )
 from benchmarks.common import (
     DATA_DIR,
+    chroma_dir,
     code_revision,
     no_network,
     set_offline_env,
-    shared_dir,
     update_claims,
     update_section,
 )
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None, *, fp32: Callable[[], Any] | None = None
     from api.tokenizer.encoders import tiktoken_tokenizer
     from connectors.embeddings.local import LocalEmbedder
 
-    data = shared_dir() / "eval" / "chroma"
+    data = chroma_dir()
     corpora = load_corpora(data / "corpora")
     questions = load_questions(data / "questions_df.csv", corpora)
     with no_network() as attempts:

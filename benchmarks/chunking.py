@@ -10,27 +10,27 @@ our time per MB on the note and the spec replicated ×1, ×4, ×16 (linear scali
 constant time per MB).
 
 Reproduce: `.venv/bin/python -m benchmarks.chunking` (`--quick` for fewer repeats,
-`--no-write` to only print). `AUTONOTE_SHARED_DIR` overrides where the evaluation data is.
+`--no-write` to only print).
 """
 
 from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from benchmarks.chunking_peers import CHONKIE_EXACT, OURS_NEAREST
 from benchmarks.common import (
+    COMMONMARK_SPEC,
     Claim,
     Timing,
+    chroma_dir,
     code_revision,
     machine_note,
     markdown_table,
     no_network,
     repeats_for,
     set_offline_env,
-    shared_dir,
     time_interleaved,
     update_claims,
     update_section,
@@ -56,14 +56,13 @@ class DocResult:
     sizes_by_tokens: dict[str, bool] = field(default_factory=dict)
 
 
-def load_documents(shared: Path | None = None) -> dict[str, str]:
+def load_documents() -> dict[str, str]:
     """The benchmark documents, in report order."""
-    base = shared or shared_dir()
     docs = {
         "note (1000 lines, generated)": realistic_note(1000),
-        "commonmark_spec.md": (base / "eval/markdown/commonmark_spec.md").read_text("utf-8"),
+        "commonmark_spec.md": COMMONMARK_SPEC.read_text("utf-8"),
     }
-    for path in sorted((base / "eval/chroma/corpora").glob("*.md")):
+    for path in sorted((chroma_dir() / "corpora").glob("*.md")):
         docs[f"chroma/{path.name}"] = path.read_text(encoding="utf-8")
     return docs
 

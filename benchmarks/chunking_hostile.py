@@ -24,12 +24,12 @@ import time
 from collections.abc import Callable
 
 from benchmarks.common import (
+    COMMONMARK_SPEC,
     Claim,
     code_revision,
     machine_note,
     markdown_table,
     set_offline_env,
-    shared_dir,
     update_claims,
     update_section,
 )
@@ -41,7 +41,7 @@ MAX_TOKENS = 200
 
 
 def _spec(n: int) -> str:
-    text = (shared_dir() / "eval/markdown/commonmark_spec.md").read_text("utf-8")
+    text = COMMONMARK_SPEC.read_text("utf-8")
     return (text * (n // len(text) + 1))[:n]
 
 

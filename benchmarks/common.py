@@ -1,7 +1,7 @@
 """Small helpers every benchmark shares: data locations, fair timing, report sections.
 
-- `shared_dir()` finds the evaluation data (`AUTONOTE_SHARED_DIR`, else the default folder
-  next to the repository).
+- `chroma_dir()` and `COMMONMARK_SPEC` locate the evaluation data written elsewhere
+  (the Chroma corpora and questions; the CommonMark spec).
 - `time_interleaved()` times several competitors on the same input in one process:
   round-robin (so machine noise hits all of them alike), GC collected before and disabled
   during each call, median reported. On a shared 2-core machine absolute times drift; ratios
@@ -80,12 +80,12 @@ OFFLINE_ENV = {
 }
 
 
-def shared_dir() -> Path:
-    """The shared evaluation-data folder (`AUTONOTE_SHARED_DIR` overrides the default)."""
-    override = os.environ.get("AUTONOTE_SHARED_DIR")
-    if override:
-        return Path(override)
-    return REPO_ROOT.parent / "shared"
+def chroma_dir() -> Path:
+    """The Chroma chunking-evaluation data (`benchmarks/data/chroma`, MIT; see its README)."""
+    return REPO_ROOT / "benchmarks" / "data" / "chroma"
+
+
+COMMONMARK_SPEC = REPO_ROOT / "tests" / "fixtures" / "markdown" / "commonmark_spec.md"
 
 
 def set_offline_env() -> None:

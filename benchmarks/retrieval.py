@@ -40,7 +40,7 @@ from benchmarks import retrieval_quality as quality
 from benchmarks.common import DATA_DIR, REPO_ROOT, update_claims, update_section
 from benchmarks.retrieval_latency import LatencyResult, measure_size
 from benchmarks.retrieval_quality import BASE_OVERRIDES, SplitMetrics, split_run
-from benchmarks.retrieval_tuning import ROADMAP_RANKING, Trial, paired_gain, tune_on_dev
+from benchmarks.retrieval_tuning import ORIGINAL_RANKING, Trial, paired_gain, tune_on_dev
 from benchmarks.retrieval_writeup import COMMAND, claims, render
 
 log = structlog.get_logger(__name__)
@@ -88,7 +88,7 @@ async def _rankings(
 ) -> None:
     """The original design's ranking vs the shipped defaults, and tuning on dev from it."""
     shipped = SearchConfig()
-    original = SearchConfig(ranking=ROADMAP_RANKING)
+    original = SearchConfig(ranking=ORIGINAL_RANKING)
     runs = {"shipped": await corpus.evaluate(search=shipped)}
     configs = {"original": original}
     if "dev" in splits and not args.skip_tuning:

@@ -29,7 +29,7 @@ log = structlog.get_logger(__name__)
 
 # The original design's ranking (0.7·max + 0.3·sum note score) with the RRF paper's k: where tuning
 # starts, and the reference the shipped defaults are compared with.
-ROADMAP_RANKING = RankingConfig(
+ORIGINAL_RANKING = RankingConfig(
     rrf_k=60.0, vector_weight=1.0, keyword_weight=1.0, candidates=60, note_scorer="weighted_max_sum"
 )
 MIN_GAIN = 0.01  # objective points (≈ 2 dev questions) needed to move away from a default

@@ -16,7 +16,7 @@ from benchmarks.retrieval_report import (
     sizes_table,
     tuning_table,
 )
-from benchmarks.retrieval_tuning import MIN_GAIN, ROADMAP_RANKING, moved_knobs, ranking_code
+from benchmarks.retrieval_tuning import MIN_GAIN, ORIGINAL_RANKING, moved_knobs, ranking_code
 
 if TYPE_CHECKING:
     from benchmarks.retrieval import Results
@@ -192,7 +192,7 @@ def render(res: Results, *, custom: bool = False) -> str:
             out += [
                 "Tuning on dev, starting from the original ranking, selects exactly the "
                 f"shipped defaults (`{ranking_code(res.tuned.search.ranking)}`); moved: "
-                + ", ".join(moved_knobs(ROADMAP_RANKING, res.tuned.search.ranking))
+                + ", ".join(moved_knobs(ORIGINAL_RANKING, res.tuned.search.ranking))
                 + ". Every other knob stayed within noise of its start (trials below).",
                 "",
             ]

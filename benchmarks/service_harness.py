@@ -1,4 +1,4 @@
-"""Plumbing shared by the notes-API and indexing benchmarks (issues 2 and 4).
+"""Plumbing shared by the notes-API and indexing benchmarks.
 
 - `embedded_server()` runs the embedded database (SecantusDB, the server `make run` uses) in
   its own temporary data directory and stops it afterwards.

@@ -32,12 +32,12 @@ from benchmarks.chroma_eval import Question, Scores, load_corpora, load_question
 from benchmarks.chunk_quality import ChunkerSpec, embed_cached, evaluate_chunker, ours_spans
 from benchmarks.chunk_quality_report import Result
 from benchmarks.common import (
+    chroma_dir,
     code_revision,
     machine_note,
     markdown_table,
     no_network,
     set_offline_env,
-    shared_dir,
     update_section,
 )
 
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> None:
     revision = code_revision("api/chunking", "api/tokenizer")
     from connectors.embeddings.local import LocalEmbedder
 
-    data = shared_dir() / "eval" / "chroma"
+    data = chroma_dir()
     corpora = load_corpora(data / "corpora")
     questions = load_questions(data / "questions_df.csv", corpora)
     grid: list[Variant] = list(itertools.product(REACHES, DRIFT_COSTS))

@@ -161,7 +161,9 @@ async def test_throughput_in_process_loops(make_settings: Any, tmp_path: Path) -
     assert claim.result.endswith("tokens/s; 2 loops: 1.00×") and claim.passed is None
 
 
-async def test_openai_requests_batched_vs_roadmap(make_settings: Any, openai_stub: Any) -> None:
+async def test_openai_requests_batched_vs_one_per_chunk(
+    make_settings: Any, openai_stub: Any
+) -> None:
     settings = make_settings(
         embedding_provider="openai",
         openai_api_key="sk-test",

@@ -30,11 +30,7 @@ from benchmarks.structure_quality import (
 )
 
 common.set_offline_env()
-SHARED = common.shared_dir()
-needs_shared = pytest.mark.skipif(
-    not (SHARED / "eval/chroma/questions_df.csv").exists(),
-    reason="the Chroma evaluation data is absent",
-)
+CHROMA = common.chroma_dir()
 # The peer chunkers are benchmark-only dependencies (`.[bench]`, installed by `make bench`),
 # kept out of `make test` so CI does not install four more libraries for three tests.
 needs_peers = pytest.mark.skipif(
@@ -187,7 +183,7 @@ def test_no_network_blocks_and_records() -> None:
 # -- baseline and structure checks ------------------------------------------------------
 
 
-def test_baseline_is_the_roadmap_algorithm_with_its_defects() -> None:
+def test_baseline_is_the_original_algorithm_with_its_defects() -> None:
     # 590-char paragraphs ≈ 147 "tokens": each fills a chunk alone, so the tail is alone.
     note = "## Intro\nSome text.\n\n## Big\n\n" + "\n\n".join(["p" * 590] * 4)
     note += "\n\nthe end of the section"
@@ -320,14 +316,13 @@ def test_evaluate_scopes_differ_only_by_foreign_candidates() -> None:
     assert allc.precision == pytest.approx(10 / 60)  # the foreign chunk was 2nd best
 
 
-@needs_shared
 @needs_peers
 def test_chunk_quality_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from api.tokenizer.encoders import tiktoken_tokenizer
     from connectors.embeddings.local import LocalEmbedder
 
     monkeypatch.setattr(chunk_quality, "DATA_DIR", tmp_path)
-    data = SHARED / "eval/chroma"
+    data = CHROMA
     full = load_corpora(data / "corpora")
     corpus = full["state_of_the_union"][:3000]
     corpora = {"state_of_the_union": corpus}
@@ -358,10 +353,9 @@ def test_chunk_quality_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert "Acceptance (own-corpus retrieval)" in text and "75.7" in text
 
 
-@needs_shared
 @needs_peers
 def test_peer_span_makers_return_exact_in_order_slices() -> None:
-    corpus = load_corpora(SHARED / "eval/chroma/corpora")["chatlogs"][:8000]
+    corpus = load_corpora(CHROMA / "corpora")["chatlogs"][:8000]
     fixed = chunk_quality.fixed_token_spans(200)("chatlogs", corpus)
     assert fixed[0].start == 0 and fixed[-1].end == len(corpus)
     assert all(a.end == b.start for a, b in itertools.pairwise(fixed))
@@ -406,7 +400,6 @@ def test_tokenizer_backends_refuses_to_overwrite_without_the_backends(
         tokenizer_backends.main([])
 
 
-@needs_shared
 def test_chunking_hostile_smoke() -> None:
     """Two shapes at 20 KB, each in its child process; the report has both tokenizers."""
     from benchmarks import chunking_hostile
