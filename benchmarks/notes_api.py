@@ -28,7 +28,6 @@ import os
 import random
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +41,12 @@ from benchmarks.notes_api_load import (
     FILTER_TAG,
     PAGE,
     Job,
+    ModeResult,
     MongoOp,
     NoteSpec,
-    PhaseResult,
     Recorder,
     ServedApp,
+    Sizes,
     edited_content,
     http_client,
     make_corpus,
@@ -60,49 +60,6 @@ MODES: dict[str, dict[str, str]] = {
     "workers_on": {"CHUNKING_ENABLED": "true"},
     "chunking_disabled": {"CHUNKING_ENABLED": "false"},
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Sizes:
-    """How much work each phase does."""
-
-    notes: int = 1000
-    baseline: int = 150  # per baseline, per concurrency level, before and after the routes
-    gets: int = 200  # per concurrency level
-    list_requests: int = 60  # random pages per concurrency level and filter
-    patches: int = 100  # per kind and concurrency level, each on a note not patched before
-    concurrency: int = 8
-
-    def __post_init__(self) -> None:
-        if 4 * self.patches > self.notes:
-            raise ValueError("4 PATCH series need 4 × patches distinct notes")
-
-    @classmethod
-    def quick(cls) -> Sizes:
-        return cls(notes=40, baseline=30, gets=40, list_requests=8, patches=10, concurrency=4)
-
-
-@dataclass
-class ModeResult:
-    """Every series of one mode: {(route, concurrency): PhaseResult}."""
-
-    mode: str
-    phases: dict[tuple[str, int], PhaseResult] = field(default_factory=dict)
-    notes_indexed: int = 0
-    notes_total: int = 0
-    chunks: int = 0
-    wall_s: float = 0.0
-    load: list[float] = field(default_factory=list)  # 1-min load average, start and end
-    list_plan: str = ""
-
-    def add(self, route: str, result: PhaseResult) -> None:
-        key = (route, result.concurrency)
-        if key in self.phases:  # baselines are measured twice: pool the samples
-            old = self.phases[key]
-            result = PhaseResult(
-                old.samples + result.samples, old.wall_s + result.wall_s, result.concurrency
-            )
-        self.phases[key] = result
 
 
 def _create_job(index: int, spec: NoteSpec, ids: dict[int, str]) -> Job:

@@ -248,3 +248,46 @@ def http_client(base_url: str, concurrency: int, headers: dict[str, str]) -> htt
     """A keep-alive client with one pooled connection per concurrent worker."""
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     return httpx.AsyncClient(base_url=base_url, headers=headers, limits=limits, timeout=120)
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    """How much work each phase does."""
+
+    notes: int = 1000
+    baseline: int = 150  # per baseline, per concurrency level, before and after the routes
+    gets: int = 200  # per concurrency level
+    list_requests: int = 60  # random pages per concurrency level and filter
+    patches: int = 100  # per kind and concurrency level, each on a note not patched before
+    concurrency: int = 8
+
+    def __post_init__(self) -> None:
+        if 4 * self.patches > self.notes:
+            raise ValueError("4 PATCH series need 4 × patches distinct notes")
+
+    @classmethod
+    def quick(cls) -> Sizes:
+        return cls(notes=40, baseline=30, gets=40, list_requests=8, patches=10, concurrency=4)
+
+
+@dataclass
+class ModeResult:
+    """Every series of one mode: {(route, concurrency): PhaseResult}."""
+
+    mode: str
+    phases: dict[tuple[str, int], PhaseResult] = field(default_factory=dict)
+    notes_indexed: int = 0
+    notes_total: int = 0
+    chunks: int = 0
+    wall_s: float = 0.0
+    load: list[float] = field(default_factory=list)  # 1-min load average, start and end
+    list_plan: str = ""
+
+    def add(self, route: str, result: PhaseResult) -> None:
+        key = (route, result.concurrency)
+        if key in self.phases:  # baselines are measured twice: pool the samples
+            old = self.phases[key]
+            result = PhaseResult(
+                old.samples + result.samples, old.wall_s + result.wall_s, result.concurrency
+            )
+        self.phases[key] = result

@@ -11,8 +11,7 @@ from benchmarks.notes_api_load import PAGE
 from benchmarks.service_harness import LatencySummary, ratio, summarize
 
 if TYPE_CHECKING:
-    from benchmarks.notes_api import ModeResult, Sizes
-    from benchmarks.notes_api_load import NoteSpec
+    from benchmarks.notes_api_load import ModeResult, NoteSpec, Sizes
 
 COMMAND = "python -m benchmarks.notes_api"
 BASELINES = ("GET /healthz", "GET /readyz", "PyMongo find_one")

@@ -20,7 +20,6 @@ import asyncio
 import pickle
 import sys
 from collections.abc import Awaitable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +37,10 @@ from api.evaluation.harness import (
 from api.logging import configure_logging
 from benchmarks import retrieval_quality as quality
 from benchmarks.common import DATA_DIR, REPO_ROOT, update_claims, update_section
-from benchmarks.retrieval_latency import LatencyResult, measure_size
-from benchmarks.retrieval_quality import BASE_OVERRIDES, SplitMetrics, split_run
-from benchmarks.retrieval_tuning import ORIGINAL_RANKING, Trial, paired_gain, tune_on_dev
+from benchmarks.retrieval_latency import measure_size
+from benchmarks.retrieval_quality import BASE_OVERRIDES, split_run
+from benchmarks.retrieval_report import Results
+from benchmarks.retrieval_tuning import ORIGINAL_RANKING, paired_gain, tune_on_dev
 from benchmarks.retrieval_writeup import COMMAND, claims, render
 
 log = structlog.get_logger(__name__)
@@ -48,26 +48,6 @@ log = structlog.get_logger(__name__)
 DATA = REPO_ROOT / "benchmarks" / "data" / "retrieval"
 CACHE = DATA_DIR / "retrieval-embeddings.npz"
 RESULTS = DATA_DIR / "retrieval-results.pkl"  # the last run, for --render-only
-
-
-@dataclass
-class Results:
-    """Everything the write-up needs."""
-
-    splits: list[str]
-    modes: list[SplitMetrics] = field(default_factory=list)
-    rankings: list[SplitMetrics] = field(default_factory=list)
-    chunkers: list[SplitMetrics] = field(default_factory=list)
-    baselines: list[SplitMetrics] = field(default_factory=list)
-    sizes: list[SplitMetrics] = field(default_factory=list)
-    trials: list[Trial] = field(default_factory=list)
-    tuned: Trial | None = None
-    tuned_columns: Trial | None = None
-    gains: dict[str, dict[str, tuple[float, float, float]]] = field(default_factory=dict)
-    latency: list[LatencyResult] = field(default_factory=list)
-    corpus: str = ""
-    errors: list[str] = field(default_factory=list)
-    size_gains: dict[str, dict[str, tuple[float, float, float]]] = field(default_factory=dict)
 
 
 def _datasets(args: argparse.Namespace) -> tuple[Dataset, dict[str, set[str]]]:

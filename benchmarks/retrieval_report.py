@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from api.evaluation.metrics import Metrics
 from benchmarks.common import markdown_table
@@ -11,6 +12,26 @@ from benchmarks.retrieval_quality import SplitMetrics
 from benchmarks.retrieval_tuning import Trial, describe_config
 
 MB = 2**20
+
+
+@dataclass
+class Results:
+    """Everything the write-up needs."""
+
+    splits: list[str]
+    modes: list[SplitMetrics] = field(default_factory=list)
+    rankings: list[SplitMetrics] = field(default_factory=list)
+    chunkers: list[SplitMetrics] = field(default_factory=list)
+    baselines: list[SplitMetrics] = field(default_factory=list)
+    sizes: list[SplitMetrics] = field(default_factory=list)
+    trials: list[Trial] = field(default_factory=list)
+    tuned: Trial | None = None
+    tuned_columns: Trial | None = None
+    gains: dict[str, dict[str, tuple[float, float, float]]] = field(default_factory=dict)
+    latency: list[LatencyResult] = field(default_factory=list)
+    corpus: str = ""
+    errors: list[str] = field(default_factory=list)
+    size_gains: dict[str, dict[str, tuple[float, float, float]]] = field(default_factory=dict)
 
 
 def _f(x: float) -> str:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from api.evaluation.harness import SearchConfig
 from api.evaluation.metrics import Metrics
 from api.retrieval.service import RankingConfig
 from benchmarks.common import Claim, machine_note
 from benchmarks.retrieval_report import (
+    Results,
     by_type_table,
     gain,
     latency_table,
@@ -17,9 +16,6 @@ from benchmarks.retrieval_report import (
     tuning_table,
 )
 from benchmarks.retrieval_tuning import MIN_GAIN, ORIGINAL_RANKING, moved_knobs, ranking_code
-
-if TYPE_CHECKING:
-    from benchmarks.retrieval import Results
 
 COMMAND = "python -m benchmarks.retrieval"
 GAIN_TARGET = 0.40  # over note-level embeddings, on Recall@3 and MRR@3 (the original design)
