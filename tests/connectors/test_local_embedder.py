@@ -199,7 +199,7 @@ def test_the_arena_gives_memory_back_after_each_run() -> None:
     """onnxruntime's CPU arena kept the peak of every padded batch shape: an API process
     held ~1.25 GB after indexing, for good. Two child processes embed
     the same 96 texts, one with the default run options, one without shrinkage."""
-    from benchmarks import embedding_memory
+    from benchmarks.investigations import embedding_memory
 
     results = embedding_memory.measure(rounds=1, texts=96, repeats=1)
     shrunk, kept = (results[m][0]["rss"][-1] for m in embedding_memory.MODES)
