@@ -149,9 +149,11 @@ def test_declared_huge_length_is_refused_before_any_body(
         budget=0,
         content_type=content_type,
     )
+    # Answered with no body byte sent: a server waiting for the body never answers (the
+    # client's read gives up after 30 s and the test fails).
+    assert out.sent == 0
     assert out.status == 413, out
     assert json.loads(out.body)["error"] == "payload_too_large"
-    assert out.sent == 0 and out.seconds < 10
 
 
 @pytest.mark.parametrize(
