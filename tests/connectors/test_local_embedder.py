@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -144,50 +145,81 @@ async def test_concurrent_calls_are_safe(local_embedder: LocalEmbedder) -> None:
         assert np.array_equal(result.vectors, local_embedder.embed_sync(group).vectors)
 
 
-async def test_event_loop_not_blocked(local_embedder: LocalEmbedder) -> None:
+async def test_event_loop_not_blocked(
+    local_embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Word pieces and model runs happen on the embedder's threads, and the event loop
+    keeps turning while a batch runs: each batch here first waits for a turn of the loop
+    that comes after it started (run on the loop's thread, it would wait in vain, 60 s)."""
     texts = [f"Sentence number {i} about notes, search and embeddings. " * 6 for i in range(32)]
-    gaps: list[float] = []
+    loop_thread = threading.get_ident()
+    turned = threading.Event()
+    threads: list[int] = []
+    batches_saw_the_loop_turn: list[bool] = []
+    word_pieces, run_batch = local_embedder._word_pieces, local_embedder._run_batch
+
+    def watched_word_pieces(*args: Any) -> Any:
+        threads.append(threading.get_ident())
+        return word_pieces(*args)
+
+    def watched_run_batch(batch: list[list[int]]) -> Any:
+        threads.append(threading.get_ident())
+        turned.clear()
+        batches_saw_the_loop_turn.append(turned.wait(60))
+        return run_batch(batch)
+
+    monkeypatch.setattr(local_embedder, "_word_pieces", watched_word_pieces)
+    monkeypatch.setattr(local_embedder, "_run_batch", watched_run_batch)
     done = asyncio.Event()
 
     async def ticker() -> None:
-        last = time.perf_counter()
         while not done.is_set():
+            turned.set()
             await asyncio.sleep(0.005)
-            now = time.perf_counter()
-            gaps.append(now - last)
-            last = now
 
     task = asyncio.create_task(ticker())
-    started = time.perf_counter()
-    await local_embedder.embed(texts)
-    elapsed = time.perf_counter() - started
-    done.set()
-    await task
-    assert elapsed > 0.2  # long enough that a blocked loop would show
-    assert max(gaps) < max(0.15, elapsed / 3), (max(gaps), elapsed)
+    try:
+        result = await local_embedder.embed(texts)
+    finally:
+        done.set()
+        await task
+    assert result.vectors.shape == (32, 384)
+    assert threads and loop_thread not in threads
+    assert batches_saw_the_loop_turn == [True]
 
 
 async def test_a_query_does_not_wait_behind_indexing_batches(
-    local_embedder: LocalEmbedder,
+    local_embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two indexing loops keep batches queued on the model; a search query (a call of a few
-    texts) runs on its own thread instead of waiting for the batches queued before it."""
+    texts) runs on its own thread instead of waiting for the batches queued before it.
+    Here the indexing thread's first batch is held until the query is answered: behind the
+    queue the query would wait for it (and fail at the 60 s bound)."""
     backlog = [f"Paragraph {i} about leases, queues and vector search. " * 12 for i in range(64)]
-    started = time.perf_counter()
-    local_embedder.embed_sync(backlog[:32])  # one indexing batch, for scale
-    batch_s = time.perf_counter() - started
-    query_s: list[float] = []
+    holding, answered = threading.Event(), threading.Event()
+    finished: list[int] = []  # the size of each batch that finished, in order
+    run_batch = local_embedder._run_batch
 
-    async def query() -> None:
-        await asyncio.sleep(0.1)  # both loops have batches queued by now
-        started = time.perf_counter()
-        vec = await local_embedder.embed(["where is the lease renewed?"], truncate=True)
-        query_s.append(time.perf_counter() - started)
-        assert vec.vectors.shape == (1, 384)
+    def held(batch: list[list[int]]) -> Any:
+        if threading.current_thread().name.startswith("local-embedder"):  # indexing
+            holding.set()
+            answered.wait(120)
+        out = run_batch(batch)
+        finished.append(len(batch))
+        return out
 
-    await asyncio.gather(local_embedder.embed(backlog), local_embedder.embed(backlog), query())
-    # Behind the queue it waited for the running batch and the other loop's: > 1 batch.
-    assert query_s[0] < 0.5 * batch_s, (query_s, batch_s)
+    monkeypatch.setattr(local_embedder, "_run_batch", held)
+    indexing = [asyncio.create_task(local_embedder.embed(backlog)) for _ in range(2)]
+    try:
+        assert await asyncio.to_thread(holding.wait, 60), "no indexing batch started"
+        query = local_embedder.embed(["where is the lease renewed?"], truncate=True)
+        vec = await asyncio.wait_for(query, timeout=60)
+        assert finished == [1], "the query was answered before any indexing batch finished"
+    finally:
+        answered.set()
+        await asyncio.gather(*indexing)
+    assert vec.vectors.shape == (1, 384)
+    assert finished[1:] == [32] * 4  # then both loops' batches: 2 x 64 texts, 32 a batch
 
 
 def test_missing_tokenizer_is_a_clear_error(tmp_path: Path) -> None:
