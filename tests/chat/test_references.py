@@ -4,11 +4,13 @@ answers."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from collections.abc import Iterator
+from typing import Any
 
 import pyromark
+import pytest
 
+from api.chat import references
 from api.chat.references import cited_refs, remove_invented_refs
 
 
@@ -94,30 +96,47 @@ def test_no_space_before_punctuation_after_a_nbsp_marker() -> None:
 
 
 # --- 5. Cost: linear in the answer's length -----------------------------------------
-# Answers are cleaned on the event loop. The quadratic paths took 4-9 s on 80 000
-# characters where a linear pass takes ~0.06 s: the bound (2 s) only catches that.
-
-
-def _timed(fn: Callable[..., object], *args: object) -> float:
-    t0 = time.perf_counter()
-    fn(*args)
-    return time.perf_counter() - t0
+# Answers are cleaned on the event loop. Quadratic paths took seconds on these 80 000
+# characters; how long they take is a benchmark's to measure. Here: the result on them.
 
 
 def test_many_parenthesised_invented_markers_are_linear() -> None:
-    # Each "([9])" searched for the spaces before it from position 0.
-    assert _timed(remove_invented_refs, "w ([9]) " * 10000, {1}) < 2.0  # 80 000 chars
+    # Each "([9])" once searched for the spaces before it from position 0.
+    raw = "w ([9]) " * 10000  # 80 000 chars
+    assert remove_invented_refs(raw, {1}) == " ".join(["w"] * 10000)
 
 
-def test_many_code_spans_with_markers_are_linear() -> None:
-    # A marker must not walk every prose span.
-    assert _timed(remove_invented_refs, "`c` [9] " * 10000, {1}) < 2.0
+class CountedSpans(list[tuple[int, int]]):
+    """Prose spans that count every look at one of them."""
+
+    looks = 0
+
+    def __getitem__(self, index: Any) -> Any:
+        CountedSpans.looks += 1
+        return super().__getitem__(index)
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        for span in super().__iter__():
+            CountedSpans.looks += 1
+            yield span
+
+
+def test_many_code_spans_with_markers_are_linear(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A marker must not walk every prose span: they are found by bisection, a few dozen
+    # looks a marker here (walking them is 10 000 a marker).
+    prose = references._prose
+    monkeypatch.setattr(references, "_prose", lambda answer: CountedSpans(prose(answer)))
+    monkeypatch.setattr(CountedSpans, "looks", 0)
+    raw = "`c` [9] " * 10000
+    assert remove_invented_refs(raw, {1}) == " ".join(["`c`"] * 10000)
+    assert cited_refs(raw) == [9]
+    assert 0 < CountedSpans.looks <= 100 * 10000, CountedSpans.looks
 
 
 def test_a_long_stretch_of_spaces_is_linear() -> None:
     # REF_GROUP's leading space group must not be retried at every position of a run.
     raw = "Backups run nightly." + " " * 40000 + "Done."
-    assert _timed(remove_invented_refs, raw, {1}) + _timed(cited_refs, raw) < 2.0
+    assert remove_invented_refs(raw, {1}) == raw and cited_refs(raw) == []
 
 
 def test_dropping_a_marker_never_forms_a_new_citation() -> None:
