@@ -52,6 +52,23 @@ async def _indexed_at(db: AsyncDatabase, note_id: ObjectId, version: int, timeou
     raise AssertionError(f"note {note_id} not indexed at version {version} in {timeout_s} s")
 
 
+class CrawlThenHold(RateLimitedEmbedder):
+    """The migration's embedder: a crawl (a burst of 10 requests, then one every 0.1 s)
+    for `crawled` calls, then held until `release` is set."""
+
+    def __init__(self, inner: Any, *, crawled: int) -> None:
+        super().__init__(inner, tokens_per_period=None, requests_per_period=10, period_s=1.0)
+        self.crawled = crawled
+        self.calls = 0
+        self.release = asyncio.Event()
+
+    async def embed(self, texts: list[str], **kwargs: Any) -> Any:
+        self.calls += 1
+        if self.calls > self.crawled:
+            await self.release.wait()
+        return await super().embed(texts, **kwargs)
+
+
 async def test_the_api_workers_leave_the_migrations_notes_to_it(make_settings: Any) -> None:
     """Every note is indexed by the migration itself, so `embedded` and `tokens_embedded`
     are the whole cost and `--concurrency`/rate limits bound all of it."""
@@ -89,10 +106,7 @@ async def test_a_users_edit_does_not_wait_behind_their_migrating_backlog(
 
         embedder = build_embedder(settings, None)
         chunker = build_chunker(settings, embedder)
-        # 10 requests a second: a burst of 10, then one embedding call every 0.1 s.
-        slow = RateLimitedEmbedder(
-            embedder, tokens_per_period=None, requests_per_period=10, period_s=1.0
-        )
+        slow = CrawlThenHold(embedder, crawled=10)
         indexing = build_indexing(settings, db, chunker=chunker, embedder=slow, concurrency=1)
         selection = Selection(chunker.version, embedding_model_key(embedder))
         runner = MigrationRunner(indexing.reconciler, MigrationNotes(db), selection, concurrency=1)
@@ -106,20 +120,17 @@ async def test_a_users_edit_does_not_wait_behind_their_migrating_backlog(
                 f"/v1/notes/{live}", headers=headers, json={"content_md": "## x\n\nsecond"}
             )
             assert patched.json()["version"] == 2
-            started = time.monotonic()
-            await _indexed_at(db, live, 2, 20)
-            latency = time.monotonic() - started
+            # The migration is held after 10 notes: behind the backlog, the edit would wait
+            # for ever (and fail at the 60 s bound).
+            await _indexed_at(db, live, 2, 60)
             done = await db.notes.count_documents(
                 {"_id": {"$in": backlog}, "index_status": "indexed"}
             )
-            # The workers took the edit first: the crawling migration (a burst of 10, then 10
-            # a second) indexed a fraction of the backlog meanwhile, not all 120 (half
-            # leaves a loaded machine room).
-            assert done <= len(backlog) // 2, done
-            assert latency < 10, latency
+            assert done <= slow.crawled, done  # the workers took the edit, not the backlog
             assert not migration.done()
             assert runner.stats.indexed_by_others == 0
         finally:
+            slow.release.set()
             migration.cancel()
             await asyncio.gather(migration, return_exceptions=True)
             await slow.aclose()
