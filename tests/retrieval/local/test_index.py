@@ -221,9 +221,16 @@ def test_readers_never_see_zero_or_two_versions_during_replacements(
     threads = [threading.Thread(target=reader) for _ in range(2)]
     for t in threads:
         t.start()
+    # Replacements for 1.5 s at least, and on a slow machine until enough reads and
+    # replacements interleaved (or a reader died).
     deadline = time.monotonic() + 1.5
     v = 1
-    while time.monotonic() < deadline:
+
+    def more() -> bool:
+        enough = reads[0] > 10 and v > 10
+        return time.monotonic() < deadline or (not enough and all(t.is_alive() for t in threads))
+
+    while more():
         v += 1
         index.replace_note(meta, v, version(v))
     stop.set()
