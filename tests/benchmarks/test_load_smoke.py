@@ -27,7 +27,10 @@ async def test_six_second_load_run(make_settings: Any, mongo_url: str, db_name: 
         )
     routes = {s.route for s in level.samples}
     assert {"POST /v1/notes", "GET /v1/notes/{id}", "POST /v1/search (hybrid)"} <= routes
-    assert len(level.samples) >= 10 and 5.5 <= level.wall_s < 40
+    # It ran its 6 s and stopped at that deadline, not at its request budget (how long the
+    # last requests took is the benchmark's figure).
+    assert len(level.samples) >= 10 and level.wall_s >= 5.5
+    assert len(level.samples) < config.max_requests
     assert [s for s in level.samples if s.status != s.expected] == []
     assert level.baseline and all(s.status == 200 for s in level.baseline)
     assert level.lags_s and level.lag_unfinished == 0 and level.drain_s is not None
