@@ -19,7 +19,7 @@ from api.chat.schemas import CHAT_MAX_BODY_BYTES
 from api.config import Settings, load_settings
 from api.container import Container, build_container
 from api.error_handlers import install_error_handlers
-from api.errors import DatabaseUnavailable, Unauthorized
+from api.errors import DatabaseUnavailable, StartupError, Unauthorized
 from api.importing.routes import router as import_router
 from api.logging import configure_logging
 from api.middleware import (
@@ -59,7 +59,11 @@ def build_lifespan(settings: Settings):
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
-            container = await build_container(settings, stack)
+            try:
+                container = await build_container(settings, stack)
+            except StartupError as exc:
+                log.error("app.startup_failed", error=str(exc))
+                raise
             app.state.container = container
             if settings.chunking_enabled:
                 await container.indexing.workers.start()

@@ -30,9 +30,10 @@ from api.providers import (
     build_openai_client,
     embedding_model_key,
 )
-from api.retrieval.backends import AtlasBackend, LocalBackend, SearchBackend, detect_backend
+from api.retrieval.backends import AtlasBackend, LocalBackend, SearchBackend
 from api.retrieval.local.index import LocalIndex
 from api.retrieval.local.sync import LocalIndexSync
+from api.retrieval.selection import choose_backend
 from api.retrieval.service import RetrievalService
 from api.tokenizer import tiktoken_tokenizer
 from api.users.repository import UsersRepository
@@ -119,9 +120,12 @@ async def build_search(
     settings: Settings, db: AsyncDatabase, embedder: Embedder
 ) -> tuple[RetrievalService, LocalIndexSync | None]:
     """The search backend SEARCH_BACKEND asks for (auto: probe the server), loaded."""
-    backend_name = settings.search_backend
-    if backend_name == "auto":
-        backend_name = await detect_backend(db)
+    backend_name = await choose_backend(
+        db,
+        settings.search_backend,
+        vector_index=settings.atlas_vector_index,
+        text_index=settings.atlas_text_index,
+    )
     sync = None
     backend: SearchBackend
     if backend_name == "local":

@@ -79,3 +79,8 @@ class ServiceUnavailable(DomainError):
 
 class DatabaseUnavailable(ServiceUnavailable):
     code = "database_unavailable"
+
+
+class StartupError(Exception):
+    """The configuration cannot work on this deployment; the message says what to change.
+    Start-up stops with that one line."""

@@ -9,6 +9,14 @@ import sys
 import structlog
 
 
+class _HideStartupTraceback(logging.Filter):
+    """A `StartupError` is reported as one `app.startup_failed` line; the traceback the
+    server logs after it adds nothing (tests/test_startup.py)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "api.errors.StartupError" not in record.getMessage()
+
+
 class _Stderr:
     """Whatever `sys.stderr` is when a line is written: test runners (and the CLI's test
     runner) swap it, and a logger holding an old one would write to a closed stream."""
@@ -43,6 +51,7 @@ def configure_logging(level: str = "INFO", json: bool | None = None) -> None:
     )
     handler = logging.StreamHandler(_Stderr())  # type: ignore[arg-type]
     handler.setFormatter(formatter)
+    handler.addFilter(_HideStartupTraceback())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

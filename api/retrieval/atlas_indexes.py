@@ -69,11 +69,27 @@ def plan(existing: list[dict[str, Any]], specs: list[IndexSpec]) -> list[Action]
         current = by_name.get(spec.name)
         if current is None:
             actions.append(Action("create", spec))
-        elif current.get("latestDefinition") != spec.definition:
+        elif not covers(current.get("latestDefinition"), spec.definition):
             actions.append(Action("update", spec))
         else:
             actions.append(Action("unchanged", spec))
     return actions
+
+
+def covers(actual: Any, wanted: Any) -> bool:
+    """Whether the server's definition holds every key and value ours sets. Keys the server
+    adds (defaults such as an analyzer or `storedSource`) do not count as a change."""
+    if isinstance(wanted, dict):
+        return isinstance(actual, dict) and all(
+            key in actual and covers(actual[key], value) for key, value in wanted.items()
+        )
+    if isinstance(wanted, list):
+        return (
+            isinstance(actual, list)
+            and len(actual) == len(wanted)
+            and all(covers(a, w) for a, w in zip(actual, wanted, strict=True))
+        )
+    return actual == wanted
 
 
 class SearchUnsupported(RuntimeError):

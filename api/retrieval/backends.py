@@ -5,7 +5,7 @@ query (pre-filter); nothing ever retries without it.
 - `LocalBackend`: the in-process `LocalIndex` (exact cosine over float32 + SQLite FTS5 BM25),
   fed by `LocalIndexSync`. Serves the embedded default and MongoDB without `mongot`.
 - `AtlasBackend`: `$vectorSearch` and `$search` pipelines (api.retrieval.atlas_pipelines).
-`detect_backend` answers SEARCH_BACKEND=auto by asking the server about search indexes.
+`api.retrieval.selection` chooses between them (SEARCH_BACKEND).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import numpy as np
 import structlog
 from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import OperationFailure
 
 from api.notes.repository import NotesSearchQueries
 from api.retrieval import atlas_pipelines as ap
@@ -189,18 +188,3 @@ class AtlasBackend:
             )
         results = await asyncio.gather(*jobs.values())
         return {name: hits for name, hits in zip(jobs, results, strict=True) if hits is not None}
-
-
-async def detect_backend(db: AsyncDatabase) -> Literal["atlas", "local"]:
-    """`atlas` when the server answers search-index commands (Atlas, mongod + mongot), else
-    `local` (SecantusDB, plain mongod: codes 31082, 115, 6047401, 59, 40324)."""
-    try:
-        cursor = await db.note_chunks.list_search_indexes()
-        names = [doc.get("name") async for doc in cursor]
-    except OperationFailure as exc:
-        if exc.code in ap.SEARCH_UNAVAILABLE_CODES:
-            return "local"
-        log.warning("search.probe_failed", code=exc.code, error=str(exc)[:200])
-        return "local"
-    log.info("search.atlas_detected", indexes=names)
-    return "atlas"

@@ -3,6 +3,7 @@ without Atlas Search (the embedded one)."""
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -37,6 +38,25 @@ def test_plan_creates_updates_or_leaves_alone() -> None:
     existing = [{"name": s.name, "latestDefinition": s.definition} for s in specs]
     assert [a.kind for a in plan(existing, specs)] == ["unchanged", "unchanged"]
     assert [a.kind for a in plan(existing, load_specs(384))] == ["update", "unchanged"]
+
+
+def test_defaults_the_server_adds_are_not_a_change() -> None:
+    """Atlas reports definitions with defaults filled in; only the keys we set count."""
+    specs = load_specs(1536)
+    existing = []
+    for s in specs:
+        padded = copy.deepcopy(s.definition)
+        padded["storedSource"] = False
+        for field in padded.get("fields", []):
+            field.setdefault("quantization", "none")
+        if "mappings" in padded:
+            padded["analyzer"] = "lucene.standard"
+            padded["mappings"].setdefault("fields", {})
+        existing.append({"name": s.name, "latestDefinition": padded})
+    assert [a.kind for a in plan(existing, specs)] == ["unchanged", "unchanged"]
+    changed = copy.deepcopy(existing)
+    changed[0]["latestDefinition"]["fields"] = changed[0]["latestDefinition"]["fields"][:-1]
+    assert [a.kind for a in plan(changed, specs)] == ["update", "unchanged"]
 
 
 class FakeAtlasCollection:
