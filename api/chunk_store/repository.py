@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
+from datetime import datetime
 from typing import Any
 
 from bson import ObjectId
@@ -93,24 +94,52 @@ class ChunksRepository:
         )
         return result.deleted_count
 
-    async def set_tags(self, note_id: ObjectId, version: int, tags: list[str]) -> int:
+    async def set_note_fields(
+        self, note_id: ObjectId, version: int, tags: list[str], updated_at: datetime
+    ) -> int:
+        """Refresh the note fields a version's chunks copy (`tags`, `note_updated_at`)."""
         result = await self.collection.update_many(
-            {"note_id": note_id, "note_version": version}, {"$set": {"tags": tags}}
+            {"note_id": note_id, "note_version": version},
+            {"$set": {"tags": tags, "note_updated_at": updated_at}},
         )
         return result.modified_count
 
     async def iter_versions(
         self, pairs: list[tuple[ObjectId, int]], *, with_vectors: bool = True
     ) -> AsyncIterator[dict[str, Any]]:
-        """Chunks of the given (note, version) pairs, for loading a search index."""
+        """Chunks of the given (note, version) pairs, for loading a search index. One `$in`
+        on `note_id`, the version checked here: the embedded server answers an `$or` of
+        pairs with a collection scan (tests/retrieval/test_updated_after_scale.py loads
+        10 050 notes)."""
         if not pairs:
             return
-        query = {"$or": [{"note_id": n, "note_version": v} for n, v in pairs]}
+        wanted = set(pairs)
+        query = {"note_id": {"$in": sorted({n for n, _ in pairs})}}
         projection = None if with_vectors else NO_VECTOR
         async for doc in self.collection.find(query, projection).sort(
             [("note_id", 1), ("chunk_index", 1)]
         ):
-            yield doc
+            if (doc["note_id"], doc["note_version"]) in wanted:
+                yield doc
+
+    async def notes_missing_updated_at(self, limit: int) -> list[ObjectId]:
+        """Up to `limit` notes with chunks written before chunks carried `note_updated_at`."""
+        groups = await self.collection.aggregate(
+            [
+                {"$match": {"note_updated_at": {"$exists": False}}},
+                {"$group": {"_id": "$note_id"}},
+                {"$limit": limit},
+            ]
+        )
+        return [g["_id"] async for g in groups]
+
+    async def fill_note_updated_at(self, note_id: ObjectId, updated_at: datetime | None) -> int:
+        """Set `note_updated_at` on the note's chunks that lack it."""
+        result = await self.collection.update_many(
+            {"note_id": note_id, "note_updated_at": {"$exists": False}},
+            {"$set": {"note_updated_at": updated_at}},
+        )
+        return result.modified_count
 
     async def note_ids_with_chunks(self) -> list[ObjectId]:
         return await self.collection.distinct("note_id")

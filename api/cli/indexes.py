@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from api.cli.common import database, run_or_exit, settings_or_exit
-from api.retrieval.atlas_indexes import SearchUnsupported, apply, load_specs
+from api.retrieval.atlas_indexes import SearchUnsupported, apply, backfill_note_times, load_specs
 
 
 def indexes_create(
@@ -37,4 +37,7 @@ async def run(wait: bool = True, timeout_s: float = 600) -> int:
         except SearchUnsupported as exc:
             print(f"autonote: {exc}", file=sys.stderr)
             return 2
+        filled = await backfill_note_times(db)
+        if filled:
+            print(f"note_updated_at copied onto {filled} older chunks")
     return 0

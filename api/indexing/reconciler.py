@@ -38,7 +38,14 @@ from api.indexing.queue import IndexQueue
 from api.indexing.records import chunk_document, chunk_tags, index_stats
 from api.indexing.reuse import TurnOver, TurnOverCheck, vectors_for
 from api.indexing.types import IndexOutcome, Progress, ReconcilerConfig
-from api.notes.stored import check_indexable, note_content, note_status, note_title
+from api.notes.stored import (
+    as_datetime,
+    check_indexable,
+    note_content,
+    note_status,
+    note_title,
+    note_updated_at,
+)
 from api.notes.versioning import whole_version
 
 log = structlog.get_logger(__name__)
@@ -203,10 +210,13 @@ class Reconciler(VersionCommits):
         current: list[dict[str, Any]],
         started: float,
     ) -> IndexOutcome | None:
-        """Keep the indexed chunks, refresh their denormalised tags, and commit."""
-        tags = chunk_tags(note)
-        if any(d.get("tags") != tags for d in current):
-            await self.chunks.set_tags(note["_id"], version, tags)
+        """Keep the indexed chunks, refresh the note fields they copy, and commit."""
+        tags, updated_at = chunk_tags(note), note_updated_at(note)
+        if any(
+            d.get("tags") != tags or as_datetime(d.get("note_updated_at")) != updated_at
+            for d in current
+        ):
+            await self.chunks.set_note_fields(note["_id"], version, tags, updated_at)
         stats = index_stats(len(chunks), 0, 0, started)
         return await self._complete(note, token, version, chunks, stats, written=0)
 

@@ -11,7 +11,7 @@ from typing import Any
 from api.chunking import MarkdownChunk
 from api.db.ids import new_object_id
 from api.indexing.types import IndexStats, Progress
-from api.notes.stored import note_tags
+from api.notes.stored import note_tags, note_updated_at
 from api.schemas import TAG_MAX_CHARS
 
 
@@ -46,6 +46,7 @@ def chunk_document(
         "note_id": note["_id"],
         "author_id": note["author_id"],
         "tags": chunk_tags(note),
+        "note_updated_at": note_updated_at(note),
         "note_version": version,
         "chunk_index": chunk.chunk_index,
         "total_chunks": chunk.total_chunks,

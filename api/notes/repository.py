@@ -13,7 +13,7 @@ from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 
 from api.db.ids import new_object_id
-from api.notes.stored import LISTED_STATUS, STATUS_QUERY
+from api.notes.stored import LISTED_STATUS, STATUS_QUERY, note_updated_at
 from api.notes.versioning import NEXT_VERSION, WHOLE_VERSION
 
 _LIST_PROJECTION = {"content_md": 0}
@@ -207,6 +207,13 @@ class NotesRepository:
         )
         return result.deleted_count == 1
 
+    async def updated_times(self, note_ids: list[ObjectId]) -> dict[ObjectId, datetime]:
+        """When each of these notes last changed (`note_updated_at`); absent ones are left out."""
+        cursor = self.collection.find(
+            {"_id": {"$in": note_ids}}, {"updated_at": 1, "created_at": 1}
+        )
+        return {doc["_id"]: note_updated_at(doc) async for doc in cursor}
+
 
 def _version_is(expected: int | None) -> dict[str, Any]:
     """The If-Match condition of a write: the version compared as read (`whole_version`:
@@ -274,13 +281,6 @@ class NotesSearchQueries:
         ]
         cursor = await self.collection.aggregate(pipeline)
         return await cursor.to_list()
-
-    async def ids_matching(self, query: dict[str, Any], limit: int) -> list[ObjectId]:
-        """Note ids for a pre-built, author-scoped filter (see atlas_pipelines)."""
-        if query.get("author_id") is None:
-            raise ValueError("note filters must be scoped to an author")
-        cursor = self.collection.find(query, {"_id": 1}).limit(limit)
-        return [doc["_id"] async for doc in cursor]
 
     async def iter_indexed(self, batch_size: int = 500) -> Any:
         """Every active note that has searchable chunks (for loading a search index)."""

@@ -16,9 +16,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import OperationFailure
 from pymongo.operations import SearchIndexModel
 
+from api.chunk_store.repository import ChunksRepository
+from api.notes.repository import NotesRepository
 from api.retrieval.atlas_pipelines import SEARCH_UNAVAILABLE_CODES
 
 INDEX_DIR = Path(__file__).resolve().parents[2] / "atlas_indexes"
@@ -161,3 +164,16 @@ async def wait_queryable(
             raise TimeoutError(f"not queryable after {timeout_s}s: {', '.join(pending)}")
         echo(f"waiting for: {', '.join(pending)}")
         await asyncio.sleep(poll_s)
+
+
+async def backfill_note_times(db: AsyncDatabase, batch: int = 500) -> int:
+    """Copy each note's `updated_at` onto its chunks written before chunks carried it, so
+    the `updated_after` pre-filter sees them (a chunk whose note is gone gets None).
+    Idempotent; the number of chunks updated."""
+    chunks, notes = ChunksRepository(db), NotesRepository(db)
+    updated = 0
+    while note_ids := await chunks.notes_missing_updated_at(batch):
+        times = await notes.updated_times(note_ids)
+        for note_id in note_ids:
+            updated += await chunks.fill_note_updated_at(note_id, times.get(note_id))
+    return updated

@@ -1,9 +1,10 @@
 """Aggregation pipelines for the `atlas` search backend (pure builders, no I/O).
 
-`author_id` is always in the search stage's own filter (a pre-filter); `updated_after` is
-resolved into a `note_ids` pre-filter first (`notes_filter_query`); an empty `note_ids` or
-`tags` list raises `EmptyFilterError`. A `$lookup` after the search stage keeps only chunks
-of their note's `indexed_version` (`current_version_guard`). See docs/search.md (Atlas).
+`author_id` is always in the search stage's own filter (a pre-filter), and so are the user
+filters (`updated_after` on the chunks' copy of the note's `updated_at`); an empty
+`note_ids` or `tags` list raises `EmptyFilterError`. A `$lookup` after the search stage
+keeps only chunks of their note's `indexed_version` (`current_version_guard`). See
+docs/search.md (Atlas).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ EMBEDDING_PATH = "embedding"
 TEXT_PATHS = ("section_path", "content_md")
 # Server error codes meaning "this deployment has no search" (by server version).
 SEARCH_UNAVAILABLE_CODES = frozenset({31082, 115, 6047401, 59, 40324})
+# The note's `updated_at`, denormalised onto its chunks so `updated_after` is a pre-filter.
+UPDATED_PATH = "note_updated_at"
 
 # Every chunk field search needs, and nothing else: an inclusion projection, so the
 # `embedding` (the largest field by far) is never sent back.
@@ -65,14 +68,18 @@ def vector_search_filter(
     *,
     note_ids: Sequence[ObjectId] | None = None,
     tags: Sequence[str] | None = None,
+    updated_after: datetime | None = None,
 ) -> dict[str, Any]:
-    """The `$vectorSearch.filter`: author always; note ids and tags (ANY-of) when given."""
+    """The `$vectorSearch.filter`: author always; note ids, tags (ANY-of) and the note's
+    `updated_at` (copied onto its chunks as `note_updated_at`) when given."""
     _require_object_id(author_id)
     clauses: list[dict[str, Any]] = [{"author_id": {"$eq": author_id}}]
     if note_ids is not None:
         clauses.append({"note_id": {"$in": _object_ids(note_ids, "note_ids")}})
     if tags is not None:
         clauses.append({"tags": {"$in": _non_empty(list(tags), "tags")}})
+    if updated_after is not None:
+        clauses.append({UPDATED_PATH: {"$gt": updated_after}})
     return clauses[0] if len(clauses) == 1 else {"$and": clauses}
 
 
@@ -85,6 +92,7 @@ def vector_search_stage(
     num_candidates: int | None = None,
     note_ids: Sequence[ObjectId] | None = None,
     tags: Sequence[str] | None = None,
+    updated_after: datetime | None = None,
 ) -> dict[str, Any]:
     """The `$vectorSearch` stage alone."""
     vector = [float(x) for x in query_vector]
@@ -97,7 +105,9 @@ def vector_search_stage(
             "queryVector": vector,
             "numCandidates": num_candidates_for(limit, num_candidates),
             "limit": limit,
-            "filter": vector_search_filter(author_id, note_ids=note_ids, tags=tags),
+            "filter": vector_search_filter(
+                author_id, note_ids=note_ids, tags=tags, updated_after=updated_after
+            ),
         }
     }
 
@@ -109,6 +119,7 @@ def search_stage(
     *,
     note_ids: Sequence[ObjectId] | None = None,
     tags: Sequence[str] | None = None,
+    updated_after: datetime | None = None,
 ) -> dict[str, Any]:
     """The `$search` stage: `text` must-clause over breadcrumb and content, filters in
     `compound.filter` (they restrict without scoring)."""
@@ -121,6 +132,8 @@ def search_stage(
         filters.append({"in": {"path": "note_id", "value": _object_ids(note_ids, "note_ids")}})
     if tags is not None:
         filters.append({"in": {"path": "tags", "value": _non_empty(list(tags), "tags")}})
+    if updated_after is not None:
+        filters.append({"range": {"path": UPDATED_PATH, "gt": updated_after}})
     return {
         "$search": {
             "index": index_name,
@@ -183,6 +196,7 @@ def vector_search_pipeline(
     num_candidates: int | None = None,
     note_ids: Sequence[ObjectId] | None = None,
     tags: Sequence[str] | None = None,
+    updated_after: datetime | None = None,
     version_guard: bool = True,
     guard_margin: int = DEFAULT_GUARD_MARGIN,
     notes_collection: str = "notes",
@@ -199,6 +213,7 @@ def vector_search_pipeline(
             num_candidates=num_candidates,
             note_ids=note_ids,
             tags=tags,
+            updated_after=updated_after,
         ),
         chunk_projection("vectorSearchScore"),
     ]
@@ -215,6 +230,7 @@ def text_search_pipeline(
     limit: int,
     note_ids: Sequence[ObjectId] | None = None,
     tags: Sequence[str] | None = None,
+    updated_after: datetime | None = None,
     version_guard: bool = True,
     guard_margin: int = DEFAULT_GUARD_MARGIN,
     notes_collection: str = "notes",
@@ -224,7 +240,9 @@ def text_search_pipeline(
     if limit < 1:
         raise ValueError("limit must be >= 1")
     pipeline: Pipeline = [
-        search_stage(index_name, query, author_id, note_ids=note_ids, tags=tags),
+        search_stage(
+            index_name, query, author_id, note_ids=note_ids, tags=tags, updated_after=updated_after
+        ),
         {"$limit": limit + guard_margin if version_guard else limit},
         chunk_projection("searchScore"),
     ]
@@ -240,8 +258,8 @@ def notes_filter_query(
     tags: Sequence[str] | None = None,
     note_ids: Sequence[ObjectId] | None = None,
 ) -> dict[str, Any]:
-    """A `notes.find` filter for the author's active notes passing the user filters; run it
-    (projection `{"_id": 1}`) to turn `updated_after` into a `note_ids` pre-filter."""
+    """A `notes.find` filter for the author's active notes passing the user filters (the
+    note-level search of CHUNKING_ENABLED=false)."""
     _require_object_id(author_id)
     query: dict[str, Any] = {"author_id": author_id, "status": STATUS_QUERY["active"]}
     if updated_after is not None:

@@ -20,7 +20,6 @@ import structlog
 from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
 
-from api.notes.repository import NotesSearchQueries
 from api.retrieval import atlas_pipelines as ap
 from api.retrieval.local.index import LocalIndex
 from api.retrieval.types import ChunkData, ChunkHit, SearchFilters
@@ -33,7 +32,6 @@ RetrieverLists = dict[str, list[tuple[ChunkData, float]]]
 # `retrieve`; a future that resolves to None means "no vector" (hybrid search whose
 # embedding failed ranks by keywords alone).
 QueryVector = np.ndarray | asyncio.Future[np.ndarray] | asyncio.Future[np.ndarray | None] | None
-MAX_FILTER_NOTE_IDS = 10_000
 
 
 async def resolved_vector(vector: QueryVector) -> np.ndarray | None:
@@ -123,17 +121,8 @@ class AtlasBackend:
 
     def __init__(self, db: AsyncDatabase, *, vector_index: str, text_index: str) -> None:
         self.chunks = db.note_chunks
-        self.notes = NotesSearchQueries(db)
         self.vector_index = vector_index
         self.text_index = text_index
-
-    async def _note_ids(self, author_id: ObjectId, filters: SearchFilters) -> list[ObjectId] | None:
-        """`updated_after` lives on notes: turn it into a note-id pre-filter."""
-        ids = [ObjectId(n) for n in filters.note_ids] if filters.note_ids is not None else None
-        if filters.updated_after is None:
-            return ids
-        query = ap.notes_filter_query(author_id, updated_after=filters.updated_after, note_ids=ids)
-        return await self.notes.ids_matching(query, MAX_FILTER_NOTE_IDS)
 
     async def retrieve(
         self,
@@ -145,10 +134,10 @@ class AtlasBackend:
         k: int,
         filters: SearchFilters,
     ) -> RetrieverLists:
-        # The note pre-filter and `$search` run while the query is still being embedded;
-        # `$vectorSearch` starts when the vector arrives.
-        note_ids = await self._note_ids(author_id, filters)
-        tags = filters.tags
+        # `$search` runs while the query is still being embedded; `$vectorSearch` starts
+        # when the vector arrives. Every filter is a pre-filter of the search stage.
+        note_ids = [ObjectId(n) for n in filters.note_ids] if filters.note_ids is not None else None
+        tags, updated_after = filters.tags, filters.updated_after
         if (note_ids is not None and not note_ids) or (tags is not None and not tags):
             await resolved_vector(vector)  # an embedding failure is still the caller's news
             return {"vector": [], "keyword": []}
@@ -169,6 +158,7 @@ class AtlasBackend:
                 limit=k,
                 note_ids=note_ids,
                 tags=tags,
+                updated_after=updated_after,
             )
             return await run(pipeline)
 
@@ -184,6 +174,7 @@ class AtlasBackend:
                     limit=k,
                     note_ids=note_ids,
                     tags=tags,
+                    updated_after=updated_after,
                 )
             )
         results = await asyncio.gather(*jobs.values())

@@ -23,10 +23,12 @@ def test_definitions_follow_the_documented_shape() -> None:
         "numDimensions": 384,
         "similarity": "cosine",
     } in fields
-    assert {f["path"] for f in fields if f["type"] == "filter"} == {"author_id", "note_id", "tags"}
+    filters = {f["path"] for f in fields if f["type"] == "filter"}
+    assert filters == {"author_id", "note_id", "tags", "note_updated_at"}
     assert text.type == "search" and text.definition["mappings"]["dynamic"] is False
     mapped = text.definition["mappings"]["fields"]
     assert mapped["author_id"]["type"] == "objectId" and mapped["tags"]["type"] == "token"
+    assert mapped["note_updated_at"]["type"] == "date"
     raw = json.loads((INDEX_DIR / "note_chunks_vector_index.json").read_text())
     assert raw["fields"][0]["numDimensions"] == 1536, "the file keeps 1536 as its default"
     assert load_specs(1536, vector_name="custom")[0].name == "custom"
@@ -120,4 +122,37 @@ async def test_servers_without_search_get_a_clear_message(mongo_url: str, db_nam
         with pytest.raises(SearchUnsupported, match="local search backend"):
             await apply(client[db_name].note_chunks, load_specs(384), echo=lambda _: None)
     finally:
+        await client.close()
+
+
+async def test_older_chunks_get_their_note_time(mongo_url: str, db_name: str) -> None:
+    """Chunks written before they carried `note_updated_at` get their note's time (None
+    when the note is gone); chunks that have it keep it; a second run changes nothing."""
+    from datetime import UTC, datetime
+
+    from bson import ObjectId
+    from pymongo import AsyncMongoClient
+
+    from api.retrieval.atlas_indexes import backfill_note_times
+
+    client: AsyncMongoClient = AsyncMongoClient(mongo_url, tz_aware=True)
+    db = client[db_name]
+    try:
+        when, kept = datetime(2026, 3, 1, tzinfo=UTC), datetime(2025, 1, 1, tzinfo=UTC)
+        notes = [ObjectId() for _ in range(3)]
+        await db.notes.insert_many([{"_id": n, "updated_at": when} for n in notes[:2]])
+        await db.note_chunks.insert_many(
+            [{"note_id": n, "chunk_index": i} for n in notes for i in range(2)]
+            + [{"note_id": notes[0], "chunk_index": 9, "note_updated_at": kept}]
+        )
+        assert await backfill_note_times(db, batch=1) == 6
+        times = {
+            (d["note_id"], d["chunk_index"]): d["note_updated_at"]
+            async for d in db.note_chunks.find()
+        }
+        assert {times[(n, i)] for n in notes[:2] for i in range(2)} == {when}
+        assert times[(notes[2], 0)] is None and times[(notes[0], 9)] == kept
+        assert await backfill_note_times(db) == 0
+    finally:
+        await client.drop_database(db_name)
         await client.close()

@@ -81,6 +81,22 @@ def test_vector_filter_shapes() -> None:
         vector_search_filter(AUTHOR, note_ids=[])
 
 
+def test_updated_after_is_a_pre_filter_on_the_chunks() -> None:
+    """`updated_after` filters the chunks' copy of their note's `updated_at` inside the
+    search stage: no list of note ids, so no cap on how many notes it can match."""
+    after = datetime(2026, 1, 31, tzinfo=UTC)
+    assert vector_search_filter(AUTHOR, updated_after=after) == {
+        "$and": [{"author_id": {"$eq": AUTHOR}}, {"note_updated_at": {"$gt": after}}]
+    }
+    vector = vector_search_pipeline("v", VEC, AUTHOR, limit=5, updated_after=after)
+    assert {"note_updated_at": {"$gt": after}} in vector[0]["$vectorSearch"]["filter"]["$and"]
+    text = text_search_pipeline("t", "q", AUTHOR, limit=5, updated_after=after)
+    assert text[0]["$search"]["compound"]["filter"] == [
+        {"equals": {"path": "author_id", "value": AUTHOR}},
+        {"range": {"path": "note_updated_at", "gt": after}},
+    ]
+
+
 def test_vector_search_pipeline_without_guard() -> None:
     pipeline = vector_search_pipeline(
         "chunks_vec", VEC, AUTHOR, limit=10, version_guard=False, tags=["t"]
