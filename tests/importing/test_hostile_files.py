@@ -135,7 +135,7 @@ async def test_one_users_costly_files_do_not_hold_up_anothers(
     """Another user's import is converted and answered while an attacker's costly
     conversion holds its place: here it is held until the victim is served, so the victim
     is answered with every attack still running (behind the attackers' conversions it
-    waited 35 s; here it would wait for ever, and the 60 s bound below fails it)."""
+    would wait for ever, and the 60 s bound below fails it)."""
     sandbox = api.container.imports._sandbox
     sandbox.timeout_s = 4
     converting, served = threading.Event(), threading.Event()
