@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from api.db.client import create_client
@@ -32,6 +34,57 @@ def test_definitions_follow_the_documented_shape() -> None:
     raw = json.loads((INDEX_DIR / "note_chunks_vector_index.json").read_text())
     assert raw["fields"][0]["numDimensions"] == 1536, "the file keeps 1536 as its default"
     assert load_specs(1536, vector_name="custom")[0].name == "custom"
+
+
+SCHEMAS = Path(__file__).resolve().parents[1] / "fixtures" / "search_index_schema"
+
+
+def _schema_validator(index_type: str) -> Any:
+    """MongoDB's own schema for `index_type` definitions, validated as ajv (which its
+    authors use) reads it: `$ref` applies together with its sibling keywords and `$schema`
+    counts only at the root, i.e. Draft 2019-09 semantics without the nested `$schema`s."""
+
+    def strip(node: Any, root: bool = False) -> Any:
+        if isinstance(node, dict):
+            return {k: strip(v) for k, v in node.items() if root or k != "$schema"}
+        return [strip(v) for v in node] if isinstance(node, list) else node
+
+    schema = strip(json.loads((SCHEMAS / f"{index_type}.json").read_text()), root=True)
+    return jsonschema.Draft201909Validator(schema)
+
+
+def _broken(definition: dict[str, Any], where: str) -> dict[str, Any]:
+    broken = copy.deepcopy(definition)
+    if where == "similarity":
+        broken["fields"][0]["similarity"] = "cosinus"
+    elif where == "dimensions":
+        broken["fields"][0]["numDimensions"] = "384"
+    elif where == "field type":
+        broken["mappings"]["fields"]["tags"]["type"] = "tokn"
+    elif where == "dynamic":
+        broken["mappings"]["dynamic"] = "no"
+    return broken
+
+
+@pytest.mark.parametrize("dimensions", [384, 1536])
+def test_definitions_are_valid_for_mongodb_own_schema(dimensions: int) -> None:
+    for spec in load_specs(dimensions):
+        errors = list(_schema_validator(spec.type).iter_errors(spec.definition))
+        assert errors == [], (spec.name, [e.message for e in errors])
+
+
+@pytest.mark.parametrize(
+    ("index_type", "where"),
+    [
+        ("vectorSearch", "similarity"),
+        ("vectorSearch", "dimensions"),
+        ("search", "field type"),
+        ("search", "dynamic"),
+    ],
+)
+def test_mongodb_schema_rejects_broken_definitions(index_type: str, where: str) -> None:
+    spec = next(s for s in load_specs(384) if s.type == index_type)
+    assert list(_schema_validator(index_type).iter_errors(_broken(spec.definition, where)))
 
 
 def test_plan_creates_updates_or_leaves_alone() -> None:
