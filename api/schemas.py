@@ -104,7 +104,8 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         401: "Missing, malformed, unknown or revoked API key (admin routes: wrong admin token)",
         403: "Forbidden (admin API disabled)",
         404: "Not found (another user's note is reported as not found)",
-        409: "The note's status kept changing under concurrent requests; retry",
+        409: "Conflict: the note kept changing under concurrent requests (retry), or another "
+        "of your notes has that external_id",
         412: "If-Match version does not match",
         413: "Body or note content over the configured limit",
         415: "A JSON body sent as another media type (Content-Type)",

@@ -102,6 +102,19 @@ NOTES_INDEXES = [
         [("author_id", ASCENDING), ("tags", ASCENDING), ("created_at", DESCENDING)],
         name="author_tags_created",
     ),
+    # A client's key for a note is unique per user (`external_id`, optional). The partial
+    # unique index is the constraint; the second index serves lookups and prefix listings
+    # (the embedded server never plans with a partial index, it would scan every note).
+    IndexModel(
+        [("author_id", ASCENDING), ("external_id", ASCENDING)],
+        name="author_external_id_unique",
+        unique=True,
+        partialFilterExpression={"external_id": {"$type": "string"}},
+    ),
+    IndexModel(
+        [("author_id", ASCENDING), ("external_id", ASCENDING), ("status", ASCENDING)],
+        name="author_external_id_status",
+    ),
     # The reconciler's queue: claimable notes by state and due time.
     IndexModel([("index_status", ASCENDING), ("next_attempt_at", ASCENDING)], name="index_queue"),
     # Users take turns (api.indexing.fairness): who has queued notes, each one's most overdue.

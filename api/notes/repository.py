@@ -11,9 +11,12 @@ from typing import Any
 from bson import ObjectId
 from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError
 
 from api.db.ids import new_object_id
+from api.notes.paging import Position, key_range
 from api.notes.stored import LISTED_STATUS, STATUS_QUERY, note_updated_at
+from api.notes.types import NoteTimes
 from api.notes.versioning import NEXT_VERSION, WHOLE_VERSION
 
 _LIST_PROJECTION = {"content_md": 0}
@@ -23,6 +26,10 @@ ACTIVE = STATUS_QUERY["active"]
 def _lit(value: Any) -> dict[str, Any]:
     # User text inside an update pipeline must be literal: "$x" would be read as a field path.
     return {"$literal": value}
+
+
+class KeyTaken(Exception):
+    """Another note of the author already has this `external_id`."""
 
 
 def pending_fields(now: datetime, status: str = "pending") -> dict[str, Any]:
@@ -50,8 +57,20 @@ class NotesRepository:
         await self.collection.insert_one(doc)
         return doc
 
+    async def insert_keyed(self, doc: dict[str, Any]) -> dict[str, Any] | None:
+        """Insert a note that has an `external_id`; None when the author already has a note
+        with that key (the unique index decides, so two racing inserts make one note)."""
+        try:
+            return await self.insert(doc)
+        except DuplicateKeyError:
+            return None
+
     async def get(self, note_id: ObjectId, author_id: ObjectId) -> dict[str, Any] | None:
         return await self.collection.find_one({"_id": note_id, "author_id": author_id})
+
+    async def get_by_external_id(self, author_id: ObjectId, key: str) -> dict[str, Any] | None:
+        """The author's note with this key, trashed or not (keys are unique per author)."""
+        return await self.collection.find_one({"author_id": author_id, "external_id": key})
 
     async def get_by_id(self, note_id: ObjectId) -> dict[str, Any] | None:
         """Unscoped read, for the indexer only (it acts for whoever owns the note)."""
@@ -63,24 +82,28 @@ class NotesRepository:
         *,
         status: str,
         tag: str | None,
-        after: tuple[datetime, ObjectId] | None,
+        after: Position,
         limit: int,
+        key_prefix: str | None = None,
     ) -> list[dict[str, Any]]:
-        """Newest first by (created_at, _id); `after` is the last item of the previous page."""
+        """Newest first by (created_at, _id), or with `key_prefix` the notes whose key starts
+        with it, in key order (an index range on the key: a page reads what it returns,
+        not every note of the author). `after` is the last item of the previous page."""
         query: dict[str, Any] = {"author_id": author_id, "status": LISTED_STATUS[status]}
         if tag is not None:
             query["tags"] = tag
-        if after is not None:
-            created, oid = after
-            query["$or"] = [
-                {"created_at": {"$lt": created}},
-                {"created_at": created, "_id": {"$lt": oid}},
-            ]
-        cursor = (
-            self.collection.find(query, _LIST_PROJECTION)
-            .sort([("created_at", -1), ("_id", -1)])
-            .limit(limit)
-        )
+        if key_prefix is not None:
+            query["external_id"] = key_range(key_prefix, after.key)
+            order = [("external_id", 1)]
+        else:
+            order = [("created_at", -1), ("_id", -1)]
+            if after.created is not None:
+                created, oid = after.created
+                query["$or"] = [
+                    {"created_at": {"$lt": created}},
+                    {"created_at": created, "_id": {"$lt": oid}},
+                ]
+        cursor = self.collection.find(query, _LIST_PROJECTION).sort(order).limit(limit)
         return await cursor.to_list(length=limit)
 
     async def patch(
@@ -92,34 +115,42 @@ class NotesRepository:
         expected_version: int | None,
         now: datetime,
         index_status: str,
+        restore: bool = False,
+        times: NoteTimes | None = None,
     ) -> dict[str, Any] | None:
         """Apply `changes` atomically; bump `version` and re-queue only if the title,
-        content or tags really change. The version is the ETag that If-Match checks, so a
-        tag edit bumps it too: else two clients editing tags from the same read would both
-        pass If-Match and one edit would be lost. One pipeline update, so 50 concurrent
-        PATCHes cannot lose a bump."""
+        content or tags really change (or `restore` brings a trashed note back). The
+        version is the ETag that If-Match checks, so a tag edit bumps it too: else two
+        clients editing tags from the same read would both pass If-Match and one edit would
+        be lost. A new `external_id` alone is no new version (nothing to index). One
+        pipeline update, so 50 concurrent PATCHes cannot lose a bump. `times` set the
+        creation and update times of a real change."""
         query = {"_id": note_id, "author_id": author_id, **_version_is(expected_version)}
-        content_tests = [
+        tests = [
             {"$ne": [f"${field}", _lit(changes[field])]}
-            for field in ("title", "content_md")
+            for field in ("title", "content_md", "tags")
             if field in changes
         ]
-        changed: Any = {"$or": content_tests} if content_tests else False
-        tags_changed: Any = (
-            {"$ne": ["$tags", _lit(changes["tags"])]} if "tags" in changes else False
-        )
+        if restore:
+            tests.append({"$ne": [{"$ifNull": ["$status", "active"]}, "active"]})
         text_changed: Any = (
             {"$ne": ["$content_md", _lit(changes["content_md"])]}
             if "content_md" in changes
             else False
         )
-        requeue = {"$or": ["$_changed", "$_tags_changed"]}
+        requeue = "$_requeue"
+        times = times or NoteTimes()
 
         def if_requeue(value: Any, field: str) -> dict[str, Any]:
             return {"$cond": [requeue, value, f"${field}"]}
 
+        fields = {field: _lit(value) for field, value in changes.items()}
+        if restore:
+            fields["status"] = if_requeue("active", "status")
+        if times.created_at is not None:
+            fields["created_at"] = if_requeue(times.created_at, "created_at")
         pipeline = [
-            {"$set": {"_changed": changed, "_tags_changed": tags_changed}},
+            {"$set": {"_requeue": {"$or": tests} if tests else False}},
             {
                 "$set": {
                     # Legacy notes (no `version`, or "3") are stored as a whole number.
@@ -141,15 +172,18 @@ class NotesRepository:
                     "reserved_until": if_requeue(None, "reserved_until"),
                     # A PATCH that changes nothing is no update (it moved `updated_at`,
                     # and with it the recency order and the `updated_after` filter).
-                    "updated_at": if_requeue(now, "updated_at"),
-                    **{field: _lit(value) for field, value in changes.items()},
+                    "updated_at": if_requeue(times.updated_at or now, "updated_at"),
+                    **fields,
                 }
             },
-            {"$unset": ["_changed", "_tags_changed"]},
+            {"$unset": ["_requeue"]},
         ]
-        return await self.collection.find_one_and_update(
-            query, pipeline, return_document=ReturnDocument.AFTER
-        )
+        try:
+            return await self.collection.find_one_and_update(
+                query, pipeline, return_document=ReturnDocument.AFTER
+            )
+        except DuplicateKeyError:
+            raise KeyTaken(changes.get("external_id")) from None
 
     async def set_status(
         self,

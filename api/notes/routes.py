@@ -6,7 +6,9 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response, status
 
+from api.notes.paging import CURSOR_MAX_LENGTH, CURSOR_PATTERN
 from api.notes.schemas import (
+    EXTERNAL_ID_MAX_CHARS,
     ChunkList,
     ChunkOut,
     NoteCreate,
@@ -14,11 +16,12 @@ from api.notes.schemas import (
     NoteOut,
     NotePatch,
     NoteSummary,
+    NoteUpsert,
 )
-from api.notes.service import CURSOR_PATTERN, NotesService
+from api.notes.service import NotesService
 from api.notes.stored import note_index_status
 from api.notes.versioning import MAX_VERSION
-from api.schemas import AUTHED, OBJECT_ID_PATTERN, errors
+from api.schemas import AUTHED, CONTROL, OBJECT_ID_PATTERN, errors
 from api.users.auth import CurrentUser
 
 router = APIRouter(prefix="/v1/notes", tags=["notes"])
@@ -40,6 +43,16 @@ IfMatch = Annotated[
     ),
 ]
 NoteId = Annotated[str, Path(pattern=OBJECT_ID_PATTERN, description="Note id (24 hex digits)")]
+KeyPrefix = Annotated[
+    str,
+    Query(
+        max_length=EXTERNAL_ID_MAX_CHARS,
+        pattern=f"^[^{CONTROL}]*$",
+        description='Only notes whose key starts with this (e.g. "projects/"; "" = every note '
+        "with a key), in key order",
+    ),
+]
+Cursor = Annotated[str, Query(pattern=CURSOR_PATTERN, max_length=CURSOR_MAX_LENGTH)]
 
 
 def _with_etag(response: Response, doc: dict) -> NoteOut:
@@ -64,18 +77,50 @@ async def create_note(
     return _with_etag(response, doc)
 
 
+@router.put(
+    "/by-external-id",
+    response_model=NoteOut,
+    responses={
+        201: {"model": NoteOut, "description": "Created: the key was new"},
+        **errors(409, 413, *AUTHED),
+    },
+)
+async def upsert_note(
+    body: NoteUpsert, user: CurrentUser, notes: NotesServiceDep, response: Response
+) -> NoteOut:
+    """Create or update your note with key `external_id` (201 when created, 200 when
+    updated or already as sent). Title, content and tags are replaced (tags omitted =
+    none); a trashed note with the key is restored. Sending what the note already holds
+    changes nothing: same version, same `updated_at`, nothing re-embedded. Keys are yours
+    alone: another user's note with the same key is never touched."""
+    result = await notes.upsert(user, body)
+    if result.outcome == "created":
+        response.status_code = status.HTTP_201_CREATED
+        response.headers["Location"] = f"/v1/notes/{result.doc['_id']}"
+    return _with_etag(response, result.doc)
+
+
 @router.get("", response_model=NoteList, responses=errors(400, *AUTHED))
 async def list_notes(
     user: CurrentUser,
     notes: NotesServiceDep,
     status_: Annotated[Literal["active", "trashed"], Query(alias="status")] = "active",
     tag: Annotated[str, Query(min_length=1, max_length=512)] = None,  # noqa: RUF013
-    cursor: Annotated[str, Query(pattern=CURSOR_PATTERN, max_length=42)] = None,  # noqa: RUF013
+    external_id_prefix: KeyPrefix = None,
+    cursor: Cursor = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
 ) -> NoteList:
     """List your notes, newest first, one page at a time (no bodies). Filter by `tag` and
-    `status`; pass the returned `next_cursor` as `cursor` to get the next page."""
-    docs, next_cursor = await notes.list(user, status=status_, tag=tag, cursor=cursor, limit=limit)
+    `status`; with `external_id_prefix`, the notes whose key starts with it, in key order.
+    Pass the returned `next_cursor` as `cursor` to get the next page."""
+    docs, next_cursor = await notes.list(
+        user,
+        status=status_,
+        tag=tag,
+        cursor=cursor,
+        limit=limit,
+        external_id_prefix=external_id_prefix,
+    )
     return NoteList(items=[NoteSummary.from_doc(d) for d in docs], next_cursor=next_cursor)
 
 
@@ -87,7 +132,9 @@ async def get_note(
     return _with_etag(response, await notes.get(user, note_id))
 
 
-@router.patch("/{note_id}", response_model=NoteOut, responses=errors(400, 404, 412, 413, *AUTHED))
+@router.patch(
+    "/{note_id}", response_model=NoteOut, responses=errors(400, 404, 409, 412, 413, *AUTHED)
+)
 async def update_note(
     note_id: NoteId,
     body: NotePatch,
@@ -96,10 +143,11 @@ async def update_note(
     response: Response,
     if_match: IfMatch = None,  # optional, but never null in the schema
 ) -> NoteOut:
-    """Change some of title, content_md, tags. `version` goes up by one only when one of
-    them actually changes (then the note is re-indexed; unchanged chunks keep their
-    embeddings). With `If-Match: <version>` the update applies only to that version, else
-    412."""
+    """Change some of title, content_md, tags, external_id. `version` goes up by one only
+    when the title, content or tags actually change (then the note is re-indexed; unchanged
+    chunks keep their embeddings); a new `external_id` alone is no new version, and one
+    another of your notes has is a 409. With `If-Match: <version>` the update applies only
+    to that version, else 412."""
     return _with_etag(response, await notes.patch(user, note_id, body, if_match))
 
 

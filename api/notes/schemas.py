@@ -3,19 +3,28 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+)
 
 from api.notes.stored import (
     note_content,
     note_created_at,
+    note_external_id,
     note_index_status,
     note_status,
     note_tags,
     note_title,
     note_updated_at,
 )
+from api.notes.types import key_folder
 from api.notes.versioning import whole_version
 from api.schemas import CONTROL_CHARS, TEXT_PATTERN, Tag, clean_tags, utf8_clean
 
@@ -23,6 +32,20 @@ NoteStatus = Literal["active", "trashed"]
 IndexStatus = Literal["pending", "indexing", "indexed", "failed", "disabled"]
 
 _EXAMPLE_MD = "## Setup\n\nInstall with `pip install autonote`.\n\n## Usage\n\nRun `make run`."
+
+EXTERNAL_ID_MAX_CHARS = 1024
+# A client's key for a note (a path in a synced folder, an id in another system): one line,
+# no control characters, at least one visible character; compared exactly (not trimmed).
+ExternalId = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=EXTERNAL_ID_MAX_CHARS, pattern=TEXT_PATTERN),
+    AfterValidator(lambda v: utf8_clean(v, "external_id")),
+    Field(
+        description="Your key for the note, unique among your notes (e.g. a file's path in "
+        "a synced folder); at most 1024 characters, one line",
+        examples=["projects/autonote/setup.md"],
+    ),
+]
 
 
 def _clean_title(value: str) -> str:
@@ -67,6 +90,26 @@ class NoteCreate(BaseModel):
         return clean_tags(v)
 
 
+class NoteUpsert(NoteCreate):
+    """The whole note a key should name (`PUT /v1/notes/by-external-id`): created when the
+    key is new, else its title, content and tags are replaced (tags omitted = none)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "external_id": "projects/setup.md",
+                    "title": "Project setup",
+                    "content_md": _EXAMPLE_MD,
+                    "tags": ["howto"],
+                }
+            ]
+        },
+    )
+    external_id: ExternalId
+
+
 def _patch_schema(schema: dict[str, Any]) -> None:
     """Document the real contract: at least one field, and a present field is never null."""
     schema["minProperties"] = 1
@@ -86,6 +129,7 @@ class NotePatch(BaseModel):
     title: str | None = Field(None, min_length=1, max_length=500, pattern=TEXT_PATTERN)
     content_md: str | None = None
     tags: list[Tag] | None = Field(None, max_length=1000)
+    external_id: ExternalId | None = None
 
     @field_validator("title")
     @classmethod
@@ -93,6 +137,13 @@ class NotePatch(BaseModel):
         if v is None:
             raise ValueError("title may be omitted but not null")
         return _clean_title(v)
+
+    @field_validator("external_id", mode="before")
+    @classmethod
+    def _external_id(cls, v: Any) -> Any:
+        if v is None:
+            raise ValueError("external_id may be omitted but not null")
+        return v
 
     @field_validator("content_md")
     @classmethod
@@ -126,6 +177,10 @@ class NoteOut(BaseModel):
     title: str
     content_md: str
     tags: list[str]
+    external_id: str | None = Field(None, description="Your key for the note, if it has one")
+    folder: str | None = Field(
+        None, description='The key\'s folder: what precedes its last "/" ("" at the top)'
+    )
     status: NoteStatus
     version: int
     created_at: datetime
@@ -148,6 +203,8 @@ class NoteOut(BaseModel):
             title=note_title(doc),
             content_md=note_content(doc),
             tags=note_tags(doc),
+            external_id=note_external_id(doc),
+            folder=_folder(doc),
             status=note_status(doc),
             version=whole_version(doc.get("version")),
             created_at=note_created_at(doc),
@@ -165,12 +222,22 @@ class NoteOut(BaseModel):
         )
 
 
+def _folder(doc: dict[str, Any]) -> str | None:
+    key = note_external_id(doc)
+    if key is None:
+        return None
+    folder = doc.get("folder")
+    return folder if isinstance(folder, str) else key_folder(key)
+
+
 class NoteSummary(BaseModel):
     """A note in a listing (no body; fetch the note for `content_md`)."""
 
     id: str
     title: str
     tags: list[str]
+    external_id: str | None = None
+    folder: str | None = None
     status: NoteStatus
     version: int
     created_at: datetime

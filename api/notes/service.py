@@ -3,9 +3,8 @@ handing changed notes to the indexer. No FastAPI here."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -21,9 +20,11 @@ from api.errors import (
     PreconditionFailed,
     ValidationFailed,
 )
-from api.notes.repository import NotesRepository, pending_fields
-from api.notes.schemas import NoteCreate, NotePatch
-from api.notes.stored import EPOCH, note_created_at, note_status
+from api.notes.paging import Position, decode_cursor, encode_cursor
+from api.notes.repository import KeyTaken, NotesRepository, pending_fields
+from api.notes.schemas import NoteCreate, NotePatch, NoteUpsert
+from api.notes.stored import note_status
+from api.notes.types import NoteTimes, Upserted, key_folder
 from api.notes.versioning import whole_version
 from api.schemas import normalize_tags
 from api.users.types import User
@@ -67,31 +68,6 @@ def parse_if_match(value: str | None) -> int | None:
     if not raw.isdigit() or len(raw) > 12:
         raise BadRequest("If-Match must be a note version number, e.g. If-Match: 3")
     return int(raw)
-
-
-# A page position: "<created_at in ms since the epoch>-<note id>". Every string matching
-# CURSOR_PATTERN is a valid position (the schema can state the whole contract). Negative and
-# 15-digit times are positions too: a legacy note may date from before 1970 or up to 9999.
-CURSOR_PATTERN = r"^-?[0-9]{1,15}-[0-9a-f]{24}$"
-_CURSOR = re.compile(CURSOR_PATTERN)
-_FIRST, _LAST = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)
-
-
-def encode_cursor(doc: dict[str, Any]) -> str:
-    created = note_created_at(doc)
-    millis = (created - EPOCH) // timedelta(milliseconds=1)
-    return f"{millis}-{doc['_id']}"
-
-
-def decode_cursor(cursor: str) -> tuple[datetime, ObjectId]:
-    if not _CURSOR.match(cursor):
-        raise BadRequest("invalid cursor: pass next_cursor from a previous page unchanged")
-    millis, oid = cursor.rsplit("-", 1)
-    try:
-        created = EPOCH + timedelta(milliseconds=int(millis))
-    except OverflowError:  # past what a date can hold: before or after every note
-        created = _FIRST if millis.startswith("-") else _LAST
-    return created, ObjectId(oid)
 
 
 class NotesService:
@@ -167,21 +143,19 @@ class NotesService:
         applies them, for tags checked before any note is written (an import's)."""
         self._check_limits(None, tags)
 
-    async def create(self, user: User, data: NoteCreate) -> dict[str, Any]:
-        """Store a new note (version 1) and queue it for indexing."""
-        self._check_limits(data.content_md, data.tags)
+    def _new_doc(self, user: User, data: NoteCreate, times: NoteTimes | None) -> dict[str, Any]:
         now = bson_now()
-        tags = normalize_tags(data.tags)
+        times = times or NoteTimes()
         doc: dict[str, Any] = {
             "author_id": user.id,
             "title": data.title,
             "content_md": data.content_md,
-            "tags": tags,
+            "tags": normalize_tags(data.tags),
             "status": "active",
             "version": 1,
             "content_version": 1,
-            "created_at": now,
-            "updated_at": now,
+            "created_at": times.created_at or now,
+            "updated_at": times.updated_at or now,
             **pending_fields(now, self._queue_status),
             "indexed_version": None,
             "chunk_count": 0,
@@ -191,56 +165,131 @@ class NotesService:
             "last_chunked_at": None,
             "last_index_stats": None,
         }
-        doc = await self._repo.insert(doc)
+        if isinstance(data, NoteUpsert):
+            doc["external_id"] = data.external_id
+            doc["folder"] = key_folder(data.external_id)
+        return doc
+
+    async def _created(self, user: User, doc: dict[str, Any]) -> dict[str, Any]:
         log.info(
             "note.created",
             note_id=str(doc["_id"]),
             user_id=str(user.id),
-            bytes=len(data.content_md),
+            bytes=len(doc["content_md"]),
         )
         return await self._changed(doc)
+
+    async def create(
+        self, user: User, data: NoteCreate, times: NoteTimes | None = None
+    ) -> dict[str, Any]:
+        """Store a new note (version 1) and queue it for indexing."""
+        self._check_limits(data.content_md, data.tags)
+        return await self._created(user, await self._repo.insert(self._new_doc(user, data, times)))
+
+    async def upsert(
+        self, user: User, data: NoteUpsert, times: NoteTimes | None = None
+    ) -> Upserted:
+        """Make the user's note with key `data.external_id` hold this title, content and
+        tags: create it (version 1), or update it (a trashed one is restored) with one
+        version bump, or, when it already holds them, write nothing at all (same version,
+        same `updated_at`, nothing queued). Two upserts of a new key at once make one note:
+        the unique index refuses the second insert, which then updates the first's note."""
+        self._check_limits(data.content_md, data.tags)
+        changes = {
+            "title": data.title,
+            "content_md": data.content_md,
+            "tags": normalize_tags(data.tags),
+        }
+        for _ in range(_STATUS_ATTEMPTS):
+            current = await self._repo.get_by_external_id(user.id, data.external_id)
+            if current is None:
+                doc = await self._repo.insert_keyed(self._new_doc(user, data, times))
+                if doc is not None:
+                    return Upserted(await self._created(user, doc), "created")
+                continue  # a concurrent upsert inserted it first: update that note
+            if _holds(current, changes):
+                return Upserted(current, "unchanged")
+            # Last writer wins (a PUT): the update compares and bumps atomically by itself.
+            doc = await self._repo.patch(
+                current["_id"],
+                user.id,
+                changes=changes,
+                expected_version=None,
+                now=bson_now(),
+                index_status=self._queue_status,
+                restore=True,
+                times=times,
+            )
+            if doc is None:
+                continue  # purged since the read
+            if whole_version(doc.get("version")) == whole_version(current.get("version")):
+                return Upserted(doc, "unchanged")  # a concurrent upsert wrote the same
+            log.info("note.updated", note_id=str(doc["_id"]), version=doc.get("version"))
+            return Upserted(await self._changed(doc), "updated")
+        raise Conflict("the note with this external_id keeps changing; retry")
 
     async def get(self, user: User, note_id: str) -> dict[str, Any]:
         return await self._owned(user, note_id)
 
     async def list(
-        self, user: User, *, status: str, tag: str | None, cursor: str | None, limit: int
+        self,
+        user: User,
+        *,
+        status: str,
+        tag: str | None,
+        cursor: str | None,
+        limit: int,
+        external_id_prefix: str | None = None,
     ) -> tuple[list[dict[str, Any]], str | None]:
-        """A page of the user's notes, newest first; `tag` is compared as tags are stored
-        (trimmed)."""
+        """A page of the user's notes, newest first, or in key order among those whose
+        `external_id` starts with `external_id_prefix` (a key cursor continues that
+        order); `tag` is compared as tags are stored (trimmed)."""
         if tag is not None:
             tag = normalize_tags([tag])[0]
             if not tag:
                 raise ValidationFailed("tag must not be blank")
-        after = decode_cursor(cursor) if cursor else None
+        after = decode_cursor(cursor) if cursor else Position()
+        by_key = external_id_prefix is not None or after.key is not None
         docs = await self._repo.list_page(
-            user.id, status=status, tag=tag, after=after, limit=limit + 1
+            user.id,
+            status=status,
+            tag=tag,
+            after=after,
+            limit=limit + 1,
+            key_prefix=(external_id_prefix or "") if by_key else None,
         )
-        next_cursor = encode_cursor(docs[limit - 1]) if len(docs) > limit else None
+        more = len(docs) > limit
+        next_cursor = encode_cursor(docs[limit - 1], by_key=by_key) if more else None
         return docs[:limit], next_cursor
 
     async def patch(
         self, user: User, note_id: str, data: NotePatch, if_match: str | None
     ) -> dict[str, Any]:
-        """Partial update; `If-Match: <version>` makes it conditional (412 on mismatch)."""
+        """Partial update; `If-Match: <version>` makes it conditional (412 on mismatch).
+        A new `external_id` must not be another of the user's notes' (409)."""
         oid = parse_note_id(note_id)
         expected = parse_if_match(if_match)
         changes = data.model_dump(exclude_unset=True)
         if not changes:
             raise ValidationFailed(
-                "nothing to update: send at least one of title, content_md, tags"
+                "nothing to update: send at least one of title, content_md, tags, external_id"
             )
         self._check_limits(changes.get("content_md"), changes.get("tags"))
         if "tags" in changes:
             changes["tags"] = normalize_tags(changes["tags"])
-        doc = await self._repo.patch(
-            oid,
-            user.id,
-            changes=changes,
-            expected_version=expected,
-            now=bson_now(),
-            index_status=self._queue_status,
-        )
+        if "external_id" in changes:
+            changes["folder"] = key_folder(changes["external_id"])
+        try:
+            doc = await self._repo.patch(
+                oid,
+                user.id,
+                changes=changes,
+                expected_version=expected,
+                now=bson_now(),
+                index_status=self._queue_status,
+            )
+        except KeyTaken:
+            raise Conflict("another of your notes has this external_id") from None
         if doc is None:
             await self._unchanged(oid, user, expected)
             raise PreconditionFailed("the note changed during the request; retry")
@@ -333,3 +382,13 @@ class NotesService:
             raise NotFound("note not found")
         log.info("note.reindex_requested", note_id=note_id)
         return await self._changed(doc)
+
+
+def _holds(doc: dict[str, Any], changes: dict[str, Any]) -> bool:
+    """Whether the stored note is active and holds exactly these title, content and tags."""
+    return (
+        note_status(doc) == "active"
+        and doc.get("title") == changes["title"]
+        and doc.get("content_md") == changes["content_md"]
+        and doc.get("tags") == changes["tags"]
+    )

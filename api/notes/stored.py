@@ -61,6 +61,12 @@ def note_tags(doc: dict[str, Any]) -> list[str]:
     return tags
 
 
+def note_external_id(doc: dict[str, Any]) -> str | None:
+    """The note's key (`external_id`), None when it has none."""
+    value = doc.get("external_id")
+    return value if isinstance(value, str) else None
+
+
 # `note_status` as a query: a note without `status` is active, one with a value this app
 # never wrote ("archived") is trashed, so legacy notes are in listings and search and can
 # be trashed like any other.

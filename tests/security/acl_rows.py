@@ -127,6 +127,15 @@ def _fixed(method: str, url: str, **kwargs: Any) -> Callable[[World, Caller], Ca
 
 
 QUESTION = f"What is the {MARKER} vault combination and when do the Kyoto flights leave?"
+# Alice's marked note's key: another user's upsert of it must make that user's own note.
+SECRET_KEY = "vault/secret.md"
+
+
+def _upsert(_world: World, caller: Caller) -> Call:
+    key = SECRET_KEY if caller == "other" else "vault/new.md"
+    body = {"external_id": key, "title": "Vault", "content_md": "plain"}
+    return Call("PUT", "/v1/notes/by-external-id", {"json": body})
+
 
 ROWS: list[Row] = [
     Row(
@@ -151,6 +160,7 @@ ROWS: list[Row] = [
             ],
         ),
     ),
+    Row("PUT", "/v1/notes/by-external-id", "user", 201, 201, _upsert),
     Row(
         "GET",
         "/v1/notes",
@@ -291,6 +301,10 @@ async def seed_world(api: Api) -> World:
     assert revoke.status_code == 204
     spare = await _admin(api, "POST", user_url)
     secret_id = await _create(api, alice, f"Alice {MARKER} vault", SECRET_NOTE)
+    keyed = await api.client.patch(
+        f"/v1/notes/{secret_id}", json={"external_id": SECRET_KEY}, headers=alice
+    )
+    assert keyed.status_code == 200, keyed.text
     trashed_id = await _create(api, alice, f"Old {MARKER} vault", SECRET_NOTE)
     bob_note_id = (
         await api.client.post(

@@ -25,6 +25,7 @@ from tests.security.acl_rows import (
     PUBLIC,
     QUESTION,
     ROWS,
+    SECRET_KEY,
     Row,
     World,
     seed_world,
@@ -140,9 +141,9 @@ async def _access_table(api: Api) -> None:
         "a denied request changed a note"
     )
     bob_author = next(n["author_id"] for n in after["notes"] if str(n["_id"]) == world.bob_note_id)
-    assert len(bobs) == 2 and all(
+    assert len(bobs) == 3 and all(
         n["author_id"] == bob_author for n in after["notes"] if n["_id"] in bobs
-    ), "Bob's create and import made Bob's notes, nothing else"
+    ), "Bob's create, upsert and import made Bob's notes, nothing else"
     assert after["keys"] == before["keys"] and after["users"] == before["users"]
     assert (await api.client.get("/v1/me", headers=world.spare_key)).status_code == 200
 
@@ -176,6 +177,8 @@ async def test_another_users_targeted_probes_find_nothing(api: Api) -> None:
     probes: list[tuple[str, str, dict[str, Any], int]] = [
         ("GET", "/v1/notes", {"params": {"status": "trashed"}}, 200),
         ("GET", "/v1/notes", {"params": {"tag": MARKER}}, 200),
+        ("GET", "/v1/notes", {"params": {"external_id_prefix": SECRET_KEY}}, 200),
+        ("GET", "/v1/notes", {"params": {"external_id_prefix": ""}}, 200),
         ("GET", f"/v1/notes/{world.trashed_id}", {}, 404),
         ("GET", f"/v1/notes/{world.trashed_id}/chunks", {}, 404),
         ("POST", f"/v1/notes/{world.trashed_id}/restore", {}, 404),
