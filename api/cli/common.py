@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -52,3 +53,39 @@ async def database(settings: Settings) -> AsyncIterator[AsyncDatabase]:
         db = client[settings.mongodb_db]
         await ensure_indexes(db, cache_ttl_days=settings.autonote_embedding_cache_days)
         yield db
+
+
+def api_key_or_exit(given: str | None, settings: Settings) -> str:
+    """The key given, else the one `autonote serve` wrote to the data dir; exit 2 if none."""
+    key = given
+    key_file = settings.autonote_data_dir / "api_key"
+    if key is None and key_file.exists():
+        key = key_file.read_text().strip()
+    if not key:
+        typer.echo("autonote: no API key (pass --api-key or set AUTONOTE_API_KEY)", err=True)
+        raise typer.Exit(2)
+    return key
+
+
+def files_or_exit(paths: list[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """The supported files under `paths` (`iter_import_paths`), and the paths skipped with
+    why (each printed); exit 2 when an argument does not exist."""
+    from api.importing import iter_import_paths
+    from api.importing.upload import shown_path
+
+    skipped: list[tuple[Path, str]] = []
+    try:
+        files = list(iter_import_paths(paths, on_skip=lambda p, code: skipped.append((p, code))))
+    except FileNotFoundError as exc:
+        typer.echo(f"autonote: {exc}", err=True)
+        raise typer.Exit(2) from None
+    for path, code in skipped:
+        typer.echo(f"skipped      {shown_path(path)} ({code.replace('_', ' ')})")
+    return files, skipped
+
+
+def http_client(url: str, key: str) -> Any:
+    """An httpx client for the server at `url` with the API key."""
+    import httpx
+
+    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=300)

@@ -13,7 +13,6 @@ from api.importing.converters import (
     convert_file,
     html_to_markdown,
     iter_import_paths,
-    upload_name,
 )
 from api.importing.docx_md import docx_to_markdown
 from api.importing.pdf_text import pdf_to_markdown
@@ -29,5 +28,4 @@ __all__ = [
     "html_to_markdown",
     "iter_import_paths",
     "pdf_to_markdown",
-    "upload_name",
 ]

@@ -15,9 +15,11 @@ from pathlib import Path, PurePosixPath
 import structlog
 
 from api.importing.docx_md import docx_to_markdown
+from api.importing.envelope import read_envelope
 from api.importing.html_md import html_to_markdown, parse_html, soup_title, soup_to_markdown
 from api.importing.metadata import (
     front_matter_tags,
+    front_matter_times,
     front_matter_title,
     normalize_tags,
     read_markdown_metadata,
@@ -39,7 +41,6 @@ __all__ = [
     "convert_file",
     "html_to_markdown",
     "iter_import_paths",
-    "upload_name",
 ]
 
 log = structlog.get_logger(__name__)
@@ -75,10 +76,29 @@ def _convert_text(name: str, data: bytes) -> ImportedNote:
     content = _decode_utf8(data)
     if not content.strip():
         raise ImportFileError("empty", "the file has no text")
+    exported = read_envelope(content)
+    if exported is not None:  # a file `autonote export` wrote: the note as it was
+        envelope, body = exported
+        return ImportedNote(
+            title=envelope.title or _stem(name),
+            content_md=body,
+            tags=envelope.tags,
+            source_name=name,
+            created_at=envelope.created,
+            updated_at=envelope.updated,
+        )
     meta = read_markdown_metadata(content)
     title = front_matter_title(meta.front_matter) or meta.first_h1 or _stem(name)
     tags = normalize_tags([*front_matter_tags(meta.front_matter), *meta.inline_tags])
-    return ImportedNote(title=title, content_md=content, tags=tags, source_name=name)
+    created, updated = front_matter_times(meta.front_matter)
+    return ImportedNote(
+        title=title,
+        content_md=content,
+        tags=tags,
+        source_name=name,
+        created_at=created,
+        updated_at=updated,
+    )
 
 
 def _convert_html(name: str, data: bytes) -> ImportedNote:
@@ -151,21 +171,6 @@ def convert_file(filename: str, data: bytes, *, max_bytes: int = 2_000_000) -> I
 
 def _is_hidden(name: str) -> bool:
     return name.startswith(".")
-
-
-def upload_name(file: Path, roots: list[Path]) -> str:
-    """The name `autonote import` sends for `file`: its path from the folder argument it was
-    found in, that folder's own name first (`vault/daily/monday.md`), or the bare file name.
-    Sending the local path told the server (and its logs, and every reply) the user's home
-    directory layout, e.g. `/home/alice/clients/acme/...`."""
-    for root in roots:
-        if root.is_dir():
-            try:
-                parts = file.relative_to(root).parts
-            except ValueError:
-                continue
-            return PurePosixPath(root.resolve().name or "root", *parts).as_posix()
-    return file.name
 
 
 def iter_import_paths(

@@ -1,4 +1,4 @@
-"""Title and tags of a markdown note: front matter, first H1, Obsidian-style `#tags`.
+"""Title, tags and times of a markdown note: front matter, first H1, Obsidian-style `#tags`.
 
 Read with pyromark, the chunker's parser (a `# comment` in a code block is no heading,
 `#include` in code no tag), and front matter by the chunker's rule
@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
 from typing import Any
 
 import pyromark
@@ -118,3 +119,31 @@ def front_matter_title(front_matter: dict[str, Any]) -> str | None:
         return None
     title = " ".join(str(value).split())
     return title or None
+
+
+def front_matter_time(value: Any) -> datetime | None:
+    """A front matter time (`created`, `updated`) as an aware UTC datetime at BSON's
+    millisecond precision: a YAML timestamp or date, or an ISO 8601 string; a time without
+    an offset is read as UTC. None for anything else."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip())
+        except ValueError:
+            return None
+    if isinstance(value, date) and not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day)
+    if not isinstance(value, datetime):
+        return None
+    aware = value.replace(tzinfo=UTC) if value.tzinfo is None else value
+    try:
+        utc = aware.astimezone(UTC)
+    except OverflowError:  # an offset that moves it past year 1 or 9999
+        return None
+    return utc.replace(microsecond=utc.microsecond // 1000 * 1000)
+
+
+def front_matter_times(front_matter: dict[str, Any]) -> tuple[datetime | None, datetime | None]:
+    """(`created`, `updated`) from front matter, each None when absent or not a time."""
+    return front_matter_time(front_matter.get("created")), front_matter_time(
+        front_matter.get("updated")
+    )

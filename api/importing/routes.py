@@ -14,7 +14,7 @@ from api.errors import ValidationFailed
 from api.importing.multipart import read_multipart
 from api.importing.schemas import ImportedFile, ImportFailure, ImportOptions, ImportResult
 from api.importing.service import ImportService
-from api.notes.schemas import NoteSummary
+from api.notes.schemas import EXTERNAL_ID_MAX_CHARS, NoteSummary
 from api.schemas import AUTHED, TEXT_PATTERN, errors
 from api.users.auth import CurrentUser
 
@@ -55,6 +55,18 @@ IMPORT_BODY = {
                         },
                         "description": "Tags added to every note",
                     },
+                    "external_ids": {
+                        "type": "array",
+                        "items": {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": EXTERNAL_ID_MAX_CHARS,
+                            "pattern": TEXT_PATTERN,
+                        },
+                        "description": "A key per file, in the files' order (none, or one for "
+                        "every file): each file then creates or updates your note with that "
+                        "key, as PUT /v1/notes/by-external-id does",
+                    },
                 },
             }
         }
@@ -62,27 +74,44 @@ IMPORT_BODY = {
 }
 
 
+_FIELDS = ("files", "tags", "external_ids")
+
+
+def _texts(form: FormData, name: str) -> list[str]:
+    parts = form.getlist(name)
+    texts = [t for t in parts if isinstance(t, str)]
+    if len(texts) != len(parts):
+        raise ValidationFailed(f"`{name}` parts must be text fields, not files")
+    return texts
+
+
 def _import_parts(form: FormData) -> tuple[list[StarletteUpload], ImportOptions]:
     """The files and options of an import form; ValidationFailed (422) for an unknown
-    field, a part of the wrong kind, no file, or an invalid tag."""
-    unknown = sorted(set(form.keys()) - {"files", "tags"})
+    field, a part of the wrong kind, no file, an invalid tag or key, or keys that do not
+    pair one to one with the files."""
+    unknown = sorted(set(form.keys()) - set(_FIELDS))
     if unknown:
         raise ValidationFailed(
-            f"unknown multipart field {unknown[0][:80]!r}: expected `files` and `tags`"
+            f"unknown multipart field {unknown[0][:80]!r}: expected `files`, `tags` and "
+            "`external_ids`"
         )
-    parts, fields = form.getlist("files"), form.getlist("tags")
+    parts = form.getlist("files")
     files = [f for f in parts if isinstance(f, StarletteUpload)]
-    tags = [t for t in fields if isinstance(t, str)]
     if len(files) != len(parts):
         raise ValidationFailed("`files` parts must be files (with a filename)")
-    if len(tags) != len(fields):
-        raise ValidationFailed("`tags` parts must be text fields, not files")
+    tags, keys = _texts(form, "tags"), _texts(form, "external_ids")
     if not files:
         raise ValidationFailed("send at least one file in the multipart field `files`")
+    if keys and len(keys) != len(files):
+        raise ValidationFailed(
+            f"{len(keys)} external_ids for {len(files)} files: send one per file, in order"
+        )
     try:
-        options = ImportOptions(tags=tags)
+        options = ImportOptions(tags=tags, external_ids=keys)
     except ValidationError as exc:
-        raise ValidationFailed("; ".join(f"tags: {e['msg']}" for e in exc.errors())) from None
+        raise ValidationFailed(
+            "; ".join(f"{e['loc'][0]}: {e['msg']}" for e in exc.errors())
+        ) from None
     return files, options
 
 
@@ -101,12 +130,16 @@ async def import_notes(
     DOCX become markdown that keeps headings, GFM tables, lists, code and links (scripts,
     navigation, headers and footers dropped); PDF text is extracted. Title from front
     matter, the first H1, or the file name; tags from front matter, plus the `tags` fields
-    for every note. Each file succeeds or fails on its own: failures are listed with a
-    reason, the rest are imported. An unknown field or an invalid tag fails the whole
-    request (422) before anything is stored. A user's import requests run one at a time
-    (a second one waits, its body unread, until the first is done)."""
+    for every note. With `external_ids` (one per file), each file creates or updates your
+    note with its key, and a file holding what its note holds changes nothing. Each file
+    succeeds or fails on its own: failures are listed with a reason, the rest are imported.
+    An unknown field, an invalid tag or key fails the whole request (422) before anything
+    is stored. A user's import requests run one at a time (a second one waits, its body
+    unread, until the first is done)."""
     async with imports.request_turn(user):
-        form = await read_multipart(request, max_files=imports.max_files, max_fields=200)
+        # Tags, and a key per file.
+        fields = 200 + imports.max_files
+        form = await read_multipart(request, max_files=imports.max_files, max_fields=fields)
         try:
             files, options = _import_parts(form)
             payload: list[tuple[str, bytes]] = []
@@ -118,12 +151,16 @@ async def import_notes(
         finally:
             await form.close()
         report = await imports.import_files(
-            user, payload, extra_tags=options.tags, abandoned=request.is_disconnected
+            user,
+            payload,
+            extra_tags=options.tags,
+            keys=options.external_ids or None,
+            abandoned=request.is_disconnected,
         )
     return ImportResult(
         imported=[
-            ImportedFile(filename=f, note=NoteSummary.from_doc(d), warnings=w)
-            for f, d, w in report.imported
+            ImportedFile(filename=f, note=NoteSummary.from_doc(d), warnings=w, outcome=o)
+            for f, d, w, o in report.imported
         ],
         errors=[ImportFailure(filename=f, error=c, detail=d) for f, c, d in report.errors],
     )

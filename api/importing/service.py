@@ -18,9 +18,10 @@ from pydantic import ValidationError
 from api.errors import DomainError
 from api.importing import ImportFileError, convert_file
 from api.importing.sandbox import ConversionSandbox
-from api.importing.types import ImportReport
-from api.notes.schemas import NoteCreate
+from api.importing.types import ImportedNote, ImportReport
+from api.notes.schemas import NoteCreate, NoteUpsert
 from api.notes.service import NotesService
+from api.notes.types import NoteTimes, Upserted
 from api.schemas import CONTROL, TEXT_PATTERN, normalize_tags
 from api.users.types import User
 
@@ -124,19 +125,33 @@ class ImportService:
             )
         return [*own[:room], *kept], warnings
 
+    async def _store(
+        self, user: User, filename: str, note: ImportedNote, tags: list[str], key: str | None
+    ) -> Upserted:
+        """Create the note, or with a key create or update the user's note with that key."""
+        title = one_line(note.title, 500) or one_line(filename, 500) or "untitled"
+        times = NoteTimes(created_at=note.created_at, updated_at=note.updated_at)
+        if key is None:
+            body = NoteCreate(title=title, content_md=note.content_md, tags=tags)
+            return Upserted(await self._notes.create(user, body, times), "created")
+        keyed = NoteUpsert(external_id=key, title=title, content_md=note.content_md, tags=tags)
+        return await self._notes.upsert(user, keyed, times)
+
     async def import_files(
         self,
         user: User,
         files: list[tuple[str, bytes]],
         extra_tags: list[str] | None = None,
         *,
+        keys: list[str] | None = None,
         abandoned: Callable[[], Awaitable[bool]] | None = None,
     ) -> ImportReport:
-        """Convert and store each file; per-file errors are collected, not raised. Tags for
-        every note are checked first: bad ones fail the whole request (ValidationFailed),
-        before any note is written. `abandoned()` is asked before each file: once the client
-        has gone, the files left are not converted (a dropped upload of many costly files
-        would hold its user's turn for their whole conversion)."""
+        """Convert and store each file (with `keys`, one per file: upsert by key); per-file
+        errors are collected, not raised. Tags for every note are checked first: bad ones
+        fail the whole request (ValidationFailed), before any note is written.
+        `abandoned()` is asked before each file: once the client has gone, the files left
+        are not converted (a dropped upload of many costly files would hold its user's
+        turn for their whole conversion)."""
         if extra_tags:
             self._notes.check_tags(extra_tags)
         report = ImportReport()
@@ -147,9 +162,8 @@ class ImportService:
             try:
                 converted = await self._convert(user, filename, data)
                 tags, warnings = self._tags(converted.tags, extra_tags or [])
-                title = one_line(converted.title, 500) or one_line(filename, 500) or "untitled"
-                body = NoteCreate(title=title, content_md=converted.content_md, tags=tags)
-                doc = await self._notes.create(user, body)
+                key = keys[index] if keys else None
+                stored = await self._store(user, filename, converted, tags, key)
             except ImportFileError as exc:
                 report.errors.append((filename, exc.code, exc.detail))
                 continue
@@ -160,7 +174,7 @@ class ImportService:
             except DomainError as exc:
                 report.errors.append((filename, exc.code, str(exc.detail)))
                 continue
-            report.imported.append((filename, doc, warnings))
+            report.imported.append((filename, stored.doc, warnings, stored.outcome))
         log.info(
             "notes.imported",
             files=len(files),

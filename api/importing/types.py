@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 # Stored as written (read in-process); every other supported type goes through a parser.
@@ -25,14 +26,18 @@ ImportErrorCode = Literal[
 class ImportedNote:
     """A file converted to a markdown note, ready to be stored by the caller.
 
-    `content_md` is markdown (for `.md`/`.txt` the file as written, front matter included);
-    `source_name` is the file name the note came from (no directories), for reporting.
+    `content_md` is markdown (for `.md`/`.txt` the file as written, front matter included,
+    except the block `autonote export` adds); `source_name` is the file name the note came
+    from (no directories), for reporting. `created_at`/`updated_at`: the front matter's
+    `created`/`updated` when given (aware UTC).
     """
 
     title: str
     content_md: str
     tags: list[str] = field(default_factory=list)
     source_name: str = ""
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
 
 
 class ImportFileError(Exception):
@@ -53,8 +58,9 @@ class ImportFileError(Exception):
 
 @dataclass
 class ImportReport:
-    """What one import request did: per file, the stored note (as the API returns it) and
-    its warnings, or the error code and detail."""
+    """What one import request did: per file, the stored note (as the API returns it), its
+    warnings and what storing it did (`created`, `updated`, `unchanged`), or the error code
+    and detail."""
 
-    imported: list[tuple[str, dict[str, Any], list[str]]] = field(default_factory=list)
+    imported: list[tuple[str, dict[str, Any], list[str], str]] = field(default_factory=list)
     errors: list[tuple[str, str, str]] = field(default_factory=list)  # filename, code, detail

@@ -231,12 +231,12 @@ def test_cli_import_of_a_vault(make_settings: Any, tmp_path: Path) -> None:
             cli, ["import", str(vault), "--url", served.url, "--api-key", key, "--tag", "vault"]
         )
         assert result.exit_code == 0, result.output
-        assert "3 imported, 0 failed, 1 skipped" in result.output
+        assert "3 imported, 0 failed, 1 skipped (3 created" in result.output
         assert "workspace.md" not in result.output
-        # Names are the vault's own paths, not the local ones (which told the server the
-        # user's directory layout).
-        assert "imported     vault/daily/monday.md -> " in result.output
-        imported = [line for line in result.output.splitlines() if line.startswith("imported")]
+        # Names are the files' keys, their paths in the vault, not the local ones (which
+        # told the server the user's directory layout).
+        assert "created      daily/monday.md -> " in result.output
+        imported = [line for line in result.output.splitlines() if line.startswith("created")]
         assert len(imported) == 3 and not any(str(tmp_path) in line for line in imported)
         listing = httpx.get(
             f"{served.url}/v1/notes",

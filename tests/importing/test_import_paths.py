@@ -100,18 +100,29 @@ def test_fifo_in_tree_is_not_yielded(vault: Path) -> None:
     assert found == ["Reading/notes.txt", "Reading/page.HTML", "Reading/paper.pdf"]
 
 
-def test_upload_names_are_relative_to_the_folder_argument(
+def test_keys_are_paths_from_the_vault_root_whatever_folder_is_given(
     vault: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`autonote import` sent each file's local path (`/home/alice/...`) as its name."""
-    from api.importing import upload_name
+    """The vault, a subfolder of it and `.` inside it key a file alike; a folder with no
+    root marker is its own root; `.autonote-root` marks a root like `.obsidian/`. No key
+    tells the server the local path (`/home/alice/...`)."""
+    from api.importing.keys import file_key, find_root, folder_prefix, key_problem, walked_key
 
-    loose = tmp_path / "loose.md"
-    loose.write_text("x")
-    files = list(iter_import_paths([vault, loose]))
-    names = [upload_name(f, [vault, loose]) for f in files]
-    assert {"vault/b.md", "vault/Inbox.md", "vault/Projects/Sub/Deep.markdown"} <= set(names)
-    assert names[-1] == "loose.md"
-    assert not any(str(tmp_path) in n for n in names)
-    monkeypatch.chdir(vault)  # `autonote import .`: the folder's own name
-    assert upload_name(Path("Projects/Alpha.md"), [Path(".")]) == "vault/Projects/Alpha.md"
+    deep = vault / "Projects" / "Sub" / "Deep.markdown"
+    assert find_root(vault) == vault and find_root(vault / "Projects" / "Sub") == vault
+    assert file_key(deep, find_root(vault / "Projects")) == "Projects/Sub/Deep.markdown"
+    monkeypatch.chdir(vault / "Projects")
+    assert file_key(Path("Sub/Deep.markdown"), find_root(Path("."))) == (
+        "Projects/Sub/Deep.markdown"
+    )
+    assert folder_prefix(Path("."), find_root(Path("."))) == "Projects/"
+    assert folder_prefix(vault, vault) == "" and folder_prefix(tmp_path, vault) is None
+    plain = tmp_path / "plain" / "dir"
+    plain.mkdir(parents=True)
+    assert find_root(plain) == plain and file_key(tmp_path / "x.md", plain) is None
+    (tmp_path / "plain" / ".autonote-root").write_text("")
+    assert find_root(plain) == tmp_path / "plain"
+    assert not any(str(tmp_path) in file_key(f, vault) for f in iter_import_paths([vault]))
+    assert key_problem("a\nb.md") and key_problem("x" * 1025) and not key_problem("é/ü.md")
+    assert walked_key("Projects/Alpha.md") and not walked_key(".trash/Old.md")
+    assert not walked_key("Projects/diagram.png") and not walked_key("a/.hidden/b.md")
