@@ -2,7 +2,8 @@
 
 A piece over its limit by exact count is split again, at last by
 `tokenizer.split_at_tokens`; the breadcrumb in `embedding_text` is shortened from the left
-so the embedding model never truncates (docs/chunking.md).
+so the embedding model never truncates (docs/chunking.md). What is embedded reads as a
+reader sees it: the note's aliases beside its title, wikilinks as their text (`obsidian`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from api.chunking.obsidian import readable_links
 from api.chunking.pieces import Piece
 from api.chunking.text import SourceText
 from api.chunking.token_index import TokenIndex
@@ -86,19 +88,28 @@ def _token_split(index: TokenIndex, piece: Piece) -> list[Piece]:
 
 @dataclass(slots=True)
 class Crumb:
-    """A section's breadcrumb: heading path, its line, and its token size (bound/exact)."""
+    """A section's breadcrumb: heading path, its line (`section_path`), the line embedded
+    (the title with the note's aliases), and that one's token size (bound/exact)."""
 
     path: list[str]
     line: str
-    bound: int  # ≥ the exact token count
+    embed: str
+    bound: int  # ≥ the exact token count of `embed`
     tokens: int  # exact count, -1 until needed
 
 
 class Finisher:
     """Turns settled sections into numbered chunks with breadcrumbs (one note)."""
 
-    def __init__(self, tokenizer: Tokenizer, src: SourceText, max_input_tokens: int) -> None:
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        src: SourceText,
+        max_input_tokens: int,
+        aliases: Sequence[str] = (),
+    ) -> None:
         self.tokenizer = tokenizer
+        self.aliases = list(aliases)
         self.src = src
         self.max_input = max_input_tokens
         self.sep_tokens = tokenizer.count("\n\n")
@@ -116,17 +127,26 @@ class Finisher:
         tiktoken (a byte-level BPE token is at least one byte), so no encode is needed
         unless a chunk comes close to the model's input limit."""
         line = " > ".join(path)
-        if not line:
-            return Crumb(path, line, 0, 0)
+        embed = self._with_aliases(path, line)
+        if not embed:
+            return Crumb(path, line, embed, 0, 0)
         if self.byte_bound:
-            return Crumb(path, line, len(line.encode("utf-8")), -1)
-        n = self.tokenizer.count(line)
-        return Crumb(path, line, n, n)
+            return Crumb(path, line, embed, len(embed.encode("utf-8")), -1)
+        n = self.tokenizer.count(embed)
+        return Crumb(path, line, embed, n, n)
+
+    def _with_aliases(self, path: list[str], line: str) -> str:
+        """The breadcrumb line as embedded: its first element (the title) followed by the
+        note's aliases in parentheses."""
+        if not self.aliases:
+            return line
+        names = ", ".join(self.aliases)
+        return " > ".join([f"{path[0]} ({names})", *path[1:]]) if path else names
 
     def crumb_tokens(self, crumb: Crumb) -> int:
-        """Exact tokens of the breadcrumb line (counted once, on demand)."""
+        """Exact tokens of the embedded breadcrumb line (counted once, on demand)."""
         if crumb.tokens < 0:
-            crumb.tokens = self.tokenizer.count(crumb.line)
+            crumb.tokens = self.tokenizer.count(crumb.embed)
         return crumb.tokens
 
     def chunks(self, crumbs: list[Crumb], settled: list[tuple[Piece, int]]) -> list[MarkdownChunk]:
@@ -159,7 +179,8 @@ class Finisher:
         out: list[MarkdownChunk] = []
         sections: dict[int, int] = {}  # piece group -> section number among those kept
         for i, (crumb, piece, count, cs, ce, content) in enumerate(rows):
-            embedding_text = self.embedding_text(crumb, content, count)
+            embedded, count = self._readable(piece, content, count)
+            embedding_text = self.embedding_text(crumb, embedded, count)
             out.append(
                 MarkdownChunk(
                     content,
@@ -180,21 +201,32 @@ class Finisher:
                     else "middle",
                     sha256(embedding_text.encode("utf-8")).hexdigest(),
                     embedding_text,
-                    piece.meta,
+                    {**piece.meta, "aliases": list(self.aliases)} if self.aliases else piece.meta,
                     sections.setdefault(piece.group, len(sections)),
                 )
             )
         return out
 
+    def _readable(self, piece: Piece, content: str, count: int) -> tuple[str, int]:
+        """The content as embedded and its token count: wikilinks as their text, unless
+        that would cost more tokens than the text as written (the limits count that)."""
+        if piece.kind == "code" or "[[" not in content:
+            return content, count
+        readable = readable_links(content)
+        if readable == content:
+            return content, count
+        n = self.tokenizer.count(readable)
+        return (readable, n) if n <= count else (content, count)
+
     def embedding_text(self, crumb: Crumb, content: str, count: int) -> str:
         """Breadcrumb + blank line + content, within `max_input_tokens`."""
-        if not crumb.line:
+        if not crumb.embed:
             return content
         budget = self.max_input - count - self.sep_tokens
         full = crumb.bound
         if full > budget - 2:
             full = self.crumb_tokens(crumb)
-        line = crumb.line if full <= budget else self._shorten(crumb.path, budget)
+        line = crumb.embed if full <= budget else self._shorten(crumb.path, budget)
         if not line:
             return content
         candidate = f"{line}\n\n{content}"

@@ -15,6 +15,7 @@ import pyromark
 
 from api.chunking.data_uri import mask_data_uris
 from api.chunking.finish import Crumb, Finisher, settle
+from api.chunking.obsidian import front_matter_aliases
 from api.chunking.packing import DEFAULT_TARGET_SHARE
 from api.chunking.parse import Document, heading_text, parse
 from api.chunking.pieces import Limits, Piece
@@ -26,8 +27,9 @@ from api.tokenizer.encoders import Tokenizer, default_tokenizer
 
 # Bump when the algorithm changes in a way that can change any chunk.
 # 4: chunks carry section_index; 5: data: URI payloads not embedded; 6: cuts of a split
-# section move to where the text changes topic (`cohesion`).
-ALGORITHM_REVISION = 6
+# section move to where the text changes topic (`cohesion`); 7: wikilinks embedded as their
+# text, front matter aliases beside the title (`obsidian`).
+ALGORITHM_REVISION = 7
 DEFAULT_MAX_INPUT_TOKENS = 8191  # OpenAI text-embedding-3-*
 
 
@@ -104,7 +106,7 @@ class ChunkerBase:
         quarter of the model's input (counted by its upper bound, see `Finisher.crumb`);
         content gets the rest (the hard limit)."""
         reserve = 0
-        if crumb.line:
+        if crumb.embed:
             reserve = min(crumb.bound, self.max_input_tokens // 4) + finisher.sep_tokens
         cached = self._limits_cache.get((reserve, normal))
         if cached is not None:
@@ -136,7 +138,8 @@ class ChunkerBase:
         src = SourceText(note_content)
         doc = parse(src)
         index = TokenIndex(self.tokenizer, src)
-        return src, doc, index, Finisher(self.tokenizer, src, self.max_input_tokens)
+        aliases = front_matter_aliases(doc.front_matter)
+        return src, doc, index, Finisher(self.tokenizer, src, self.max_input_tokens, aliases)
 
 
 class MarkdownChunker(ChunkerBase):

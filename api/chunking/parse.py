@@ -12,7 +12,8 @@ from typing import Any
 
 import pyromark
 
-from api.chunking.front_matter import bare_cr_as_newline, front_matter_end
+from api.chunking.front_matter import bare_cr_as_newline, read_front_matter
+from api.chunking.front_matter import front_matter_end as front_matter_end  # kept import path
 from api.chunking.text import SourceText
 
 _OPTIONS = pyromark.Options.ENABLE_TABLES
@@ -71,11 +72,13 @@ class Document:
     body_start: int  # first byte after BOM and front matter
     blocks: list[Block]
     top: list[int]  # indices of depth-0 blocks
+    front_matter: dict[str, Any] = field(default_factory=dict)  # its fields ({} if none)
 
 
 def parse(src: SourceText) -> Document:
     """Parse the note into blocks (see module docstring)."""
-    body_start = front_matter_end(src.data)
+    front = read_front_matter(src.data)
+    body_start = front.end
     text = src.text if body_start == 0 else src.data[body_start:].decode("utf-8")
     if src.has_cr:
         text = bare_cr_as_newline(text)
@@ -100,7 +103,13 @@ def parse(src: SourceText) -> Document:
                 tree.end()
         elif tree.heading is not None:
             tree.inline(event)
-    return Document(src=src, body_start=body_start, blocks=tree.blocks, top=tree.top)
+    return Document(
+        src=src,
+        body_start=body_start,
+        blocks=tree.blocks,
+        top=tree.top,
+        front_matter=front.fields,
+    )
 
 
 class _Tree:

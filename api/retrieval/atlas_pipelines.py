@@ -22,7 +22,7 @@ CANDIDATE_MULTIPLIER = 20
 DEFAULT_GUARD_MARGIN = 10
 MAX_QUERY_CHARS = 4096
 EMBEDDING_PATH = "embedding"
-TEXT_PATHS = ("section_path", "content_md")
+TEXT_PATHS = ("section_path", "metadata.aliases", "content_md")
 # Server error codes meaning "this deployment has no search" (by server version).
 SEARCH_UNAVAILABLE_CODES = frozenset({31082, 115, 6047401, 59, 40324})
 # The note's `updated_at`, denormalised onto its chunks so `updated_after` is a pre-filter.

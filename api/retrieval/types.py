@@ -50,6 +50,8 @@ class ChunkData:
     # The chunk's section among its note's (chunks of one section share it); None for
     # chunks indexed before chunks carried it (grouping then falls back on the text).
     section_index: int | None = None
+    # The note's other names (front matter `aliases`), keyword-indexed with the breadcrumb.
+    aliases: tuple[str, ...] = ()
 
 
 def section_index_of(doc: Mapping[str, Any]) -> int | None:

@@ -15,12 +15,14 @@ import tomllib
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 import numpy as np
 import pyromark
 import yaml
 
 from api.chunking import MarkdownChunk
+from api.chunking.obsidian import readable_links
 from api.chunking.parse import MAX_HEADING_CHARS
 from api.tokenizer import HuggingFaceTokenizer
 
@@ -288,9 +290,10 @@ def elide_payloads(text: str) -> str:
 def embedded_content(c: MarkdownChunk, text: str, note_payloads: list[tuple[int, int]]) -> str:
     """What of `c.content_md` is embedded: the content itself, except that each base64
     payload of a `data:` URI of 256+ characters (`note_payloads`, in the note) stands as
-    one plane-15 private-use character (pasted images are not embedded). Read from
-    `embedding_text`, after checking that it is `content_md` with exactly those
-    replacements; a payload is never cut by a chunk boundary."""
+    one plane-15 private-use character (pasted images are not embedded), and wikilinks
+    outside code may read as their text (`readable_links`). Read from `embedding_text`,
+    after checking that it is `content_md` with exactly those replacements; a payload is
+    never cut by a chunk boundary."""
     lo, hi = c.start_offset, c.end_offset
     assert not [(s, e) for s, e in note_payloads if s < hi and e > lo and not lo <= s < e <= hi]
     source = text[lo:hi]
@@ -301,17 +304,29 @@ def embedded_content(c: MarkdownChunk, text: str, note_payloads: list[tuple[int,
     inside = [(s - lo + shift, e - lo + shift) for s, e in note_payloads if lo <= s and e <= hi]
     if shift > 0:
         inside = payload_spans(c.content_md[:shift]) + inside
+    links = "[[" in c.content_md and c.chunk_type != "code"
+    for read in (readable_links, str) if links else (str,):
+        found = _embedded_as(c, inside, read)
+        if found is not None:
+            return found
+    raise AssertionError(("content_md with its payloads replaced", c.embedding_text[:120]))
+
+
+def _embedded_as(c: MarkdownChunk, inside: list[tuple[int, int]], read: Any) -> str | None:
+    """The content as `embedding_text` holds it, with `read` applied to the text between
+    payloads; None when it does not hold it so."""
     if not inside:
-        return c.content_md
+        expected = read(c.content_md)
+        ok = c.embedding_text == expected or c.embedding_text.endswith("\n\n" + expected)
+        return expected if ok else None
     pattern, last = [], 0
     for start, end in inside:
-        pattern += [re.escape(c.content_md[last:start]), _PRIVATE_CHAR]
+        pattern += [re.escape(read(c.content_md[last:start])), _PRIVATE_CHAR]
         last = end
-    pattern.append(re.escape(c.content_md[last:]))
+    pattern.append(re.escape(read(c.content_md[last:])))
     body = re.compile(r"(?:\n\n|^)(" + "".join(pattern) + r")\Z", re.DOTALL)
     found = body.search(c.embedding_text)
-    assert found, ("content_md with its payloads replaced", c.embedding_text[:120])
-    return found.group(1)
+    return found.group(1) if found else None
 
 
 def _cut(heading: str) -> str:

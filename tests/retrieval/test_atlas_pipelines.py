@@ -145,7 +145,12 @@ def test_text_search_pipeline() -> None:
     assert search["index"] == "chunks_text"
     compound = search["compound"]
     assert compound["must"] == [
-        {"text": {"query": 'NEAR("a" b) *', "path": ["section_path", "content_md"]}}
+        {
+            "text": {
+                "query": 'NEAR("a" b) *',
+                "path": ["section_path", "metadata.aliases", "content_md"],
+            }
+        }
     ]
     assert compound["filter"] == [
         {"equals": {"path": "author_id", "value": AUTHOR}},

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from itertools import pairwise
 
 from api.chunking.data_uri import elide_data_uris
+from api.chunking.obsidian import readable_links
 from api.retrieval.types import ChunkData
 
 ROWID_BITS = 24  # up to 16.7M chunks per note; note ordinals get the remaining 39 bits
@@ -88,8 +89,16 @@ def indexed_text(text: str) -> str:
 def indexed_content(content_md: str) -> str:
     """A chunk's text as the index takes it: `indexed_text` without the base64 of pasted
     images (300 KB of random "words" made their section's BM25 length, and so its rank for
-    every real word in it, hopeless). Deterministic: deleting a row re-derives it."""
-    return indexed_text(elide_data_uris(content_md))
+    every real word in it, hopeless), wikilinks as their readable text (a link's target
+    path is not the note's words). Deterministic: deleting a row re-derives it."""
+    return indexed_text(readable_links(elide_data_uris(content_md)))
+
+
+def indexed_heading(chunk: ChunkData) -> str:
+    """A chunk's breadcrumb as the index takes it, with the note's aliases (other names of
+    the note are found as its title is)."""
+    heading = " ".join([chunk.section_path, *chunk.aliases])
+    return indexed_text(heading)
 
 
 def _split_cjk(piece: str) -> list[str]:
@@ -182,7 +191,7 @@ class FullTextIndex:
                 self._db.executemany(
                     "INSERT INTO chunks(rowid, heading, content) VALUES (?, ?, ?)",
                     [
-                        (r, indexed_text(c.section_path), indexed_content(c.content_md))
+                        (r, indexed_heading(c), indexed_content(c.content_md))
                         for r, c in zip(new_rows, chunks, strict=True)
                     ],
                 )
@@ -247,7 +256,7 @@ class FullTextIndex:
             [
                 (
                     r,
-                    indexed_text(self._rows[r].section_path),
+                    indexed_heading(self._rows[r]),
                     indexed_content(self._rows[r].content_md),
                 )
                 for r in rows

@@ -183,6 +183,7 @@ def chunk_bytes(chunk: ChunkData) -> int:
         + sys.getsizeof(chunk.chunk_type)
         + _str_list_bytes(chunk.heading_path)
         + _str_list_bytes(chunk.tags)
+        + _str_list_bytes(list(chunk.aliases))
     )
 
 

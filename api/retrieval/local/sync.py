@@ -67,9 +67,19 @@ def chunk_record(doc: dict[str, Any]) -> ChunkRecord:
         end_offset=int(doc.get("end_offset", 0)),
         tags=note_tags(doc),
         chunk_type=doc.get("chunk_type", "text"),
+        aliases=chunk_aliases(doc),
         embedding_text=f"{section_path}\n\n{doc.get('content_md', '')}",
         vector=from_bson_vector(doc["embedding"]),
     )
+
+
+def chunk_aliases(doc: dict[str, Any]) -> tuple[str, ...]:
+    """The note's aliases a stored chunk carries (`metadata.aliases`, strings only)."""
+    metadata = doc.get("metadata")
+    aliases = metadata.get("aliases") if isinstance(metadata, dict) else None
+    if not isinstance(aliases, list):
+        return ()
+    return tuple(a for a in aliases if isinstance(a, str))
 
 
 # Notes with more chunks than this are applied in a worker thread (see `_apply_off_loop`).
