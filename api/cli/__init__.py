@@ -11,6 +11,7 @@ from api.cli.imports import import_files
 from api.cli.indexes import indexes_create
 from api.cli.migrate import migrate
 from api.cli.serve import serve, setup_offline
+from api.cli.sync import sync
 from api.cli.users import users_create
 from api.cli.worker import worker
 
@@ -34,6 +35,7 @@ app.command("serve")(serve)
 app.command("setup-offline")(setup_offline)
 app.command("worker")(worker)
 app.command("import")(import_files)
+app.command("sync")(sync)
 app.command("migrate")(migrate)
 app.command("check")(check)
 users_app.command("create")(users_create)

@@ -6,12 +6,30 @@ import asyncio
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from pymongo.asynchronous.database import AsyncDatabase
 
 from api.config import Settings, SettingsError, load_settings
+
+# Options of the commands that talk to a running server.
+UrlOption = Annotated[
+    str | None, typer.Option(help="Autonote server (default: AUTONOTE_HOST and AUTONOTE_PORT)")
+]
+ApiKeyOption = Annotated[
+    str | None,
+    typer.Option(envvar="AUTONOTE_API_KEY", help="API key (default: AUTONOTE_DATA_DIR/api_key)"),
+]
+RootOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="Key files by their path from this folder (default: the nearest folder holding "
+        ".obsidian/ or .autonote-root, else the folder given)",
+        file_okay=False,
+    ),
+]
+TagOption = Annotated[list[str] | None, typer.Option(help="Tag added to every imported note")]
 
 
 def settings_or_exit() -> Settings:

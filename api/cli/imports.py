@@ -8,27 +8,19 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from api.cli.common import api_key_or_exit, files_or_exit, http_client, settings_or_exit
+from api.cli.common import (
+    ApiKeyOption,
+    RootOption,
+    TagOption,
+    UrlOption,
+    api_key_or_exit,
+    files_or_exit,
+    http_client,
+    settings_or_exit,
+)
 
 if TYPE_CHECKING:
     from api.importing.upload import Item, Uploader
-
-UrlOption = Annotated[
-    str | None, typer.Option(help="Autonote server (default: AUTONOTE_HOST and AUTONOTE_PORT)")
-]
-ApiKeyOption = Annotated[
-    str | None,
-    typer.Option(envvar="AUTONOTE_API_KEY", help="API key (default: AUTONOTE_DATA_DIR/api_key)"),
-]
-RootOption = Annotated[
-    Path | None,
-    typer.Option(
-        help="Key files by their path from this folder (default: the nearest folder holding "
-        ".obsidian/ or .autonote-root, else the folder given)",
-        file_okay=False,
-    ),
-]
-TagOption = Annotated[list[str] | None, typer.Option(help="Tag added to every imported note")]
 
 
 def import_files(
@@ -44,14 +36,14 @@ def import_files(
     keyed by its path from its root: importing it again updates its note (or leaves it as
     it is), never makes a second one. Prints one line per file; exits 1 if any file
     failed."""
-    from api.importing.upload import Uploader
+    from api.importing.upload import Remote, Uploader
 
     settings = settings_or_exit()
     key = api_key_or_exit(api_key, settings)
     files, skipped = files_or_exit(paths)
     url = url or settings.base_url
     with http_client(url, key) as client:
-        run = Uploader(client, url, settings, tag, batch=batch)
+        run = Uploader(Remote(client, url), settings, tag, batch=batch)
         run.counts["failed"] = sum(code == "unreadable" for _, code in skipped)
         run.send(keyed(run, files, paths, root))
     typer.echo(run.summary(len(skipped)))

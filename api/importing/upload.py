@@ -5,6 +5,7 @@ side is `api.importing.service`)."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -89,12 +90,46 @@ def import_batches(files: list[Item], max_files: int, max_bytes: int) -> list[li
 
 
 @dataclass(slots=True)
-class Uploader:
-    """Sends files to one server in batches and tallies what became of each (one line per
-    file; `quiet` leaves out the unchanged ones)."""
+class Remote:
+    """A running server, spoken to with one API key."""
 
     client: httpx.Client
     url: str
+
+    def call(self, method: str, url: str, *, fatal: bool = True, **kwargs: Any) -> httpx.Response:
+        """One request. Exit 2 when the server cannot be reached or refuses the key (no
+        point in going on); with `fatal`, also on any other error status."""
+        import httpx
+
+        try:
+            resp = request(self.client, method, url, **kwargs)
+        except httpx.HTTPError as exc:
+            typer.echo(f"autonote: cannot reach {self.url}: {exc}", err=True)
+            raise typer.Exit(2) from None
+        if resp.status_code in (401, 403) or (fatal and resp.status_code >= 400):
+            typer.echo(f"autonote: server answered {resp.status_code}: {resp.text}", err=True)
+            raise typer.Exit(2)
+        return resp
+
+    def notes(self, **params: Any) -> Iterator[dict[str, Any]]:
+        """Every note of a listing (`GET /v1/notes` with `params`), page by page."""
+        cursor = None
+        while True:
+            page = {**params, "limit": 100, **({"cursor": cursor} if cursor else {})}
+            body = self.call("GET", "/v1/notes", params=page).json()
+            yield from body["items"]
+            cursor = body["next_cursor"]
+            if cursor is None:
+                return
+
+
+@dataclass(slots=True)
+class Uploader:
+    """Sends files to one server in batches and tallies what became of each (one line per
+    file; `quiet` leaves out the unchanged ones). The items of one run all have keys, or
+    none has."""
+
+    remote: Remote
     settings: Settings
     tags: list[str] | None
     batch: int = 20
@@ -148,7 +183,7 @@ class Uploader:
         # (and sent again, making its notes twice).
         budget = self.settings.autonote_import_timeout_s
         timeout = httpx.Timeout(30, read=len(upload) * budget + 60)
-        resp = self.call(
+        resp = self.remote.call(
             "POST", "/v1/notes/import", files=upload, data=data, timeout=timeout, fatal=False
         )
         if resp.status_code == 413 and len(sent) > 1:
@@ -161,21 +196,6 @@ class Uploader:
             return []
         self._print(resp.json())
         return []
-
-    def call(self, method: str, url: str, *, fatal: bool = True, **kwargs: Any) -> httpx.Response:
-        """One request to the server. Exit 2 when it cannot be reached or refuses the key
-        (no point in sending the rest); with `fatal`, also on any other error status."""
-        import httpx
-
-        try:
-            resp = request(self.client, method, url, **kwargs)
-        except httpx.HTTPError as exc:
-            typer.echo(f"autonote: cannot reach {self.url}: {exc}", err=True)
-            raise typer.Exit(2) from None
-        if resp.status_code in (401, 403) or (fatal and resp.status_code >= 400):
-            typer.echo(f"autonote: server answered {resp.status_code}: {resp.text}", err=True)
-            raise typer.Exit(2)
-        return resp
 
     def _print(self, body: dict[str, Any]) -> None:
         """One line per file of the server's answer (and its warnings)."""
