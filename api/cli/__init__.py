@@ -7,6 +7,7 @@ import typer
 
 from api.cli.check import check
 from api.cli.evaluate import evaluate_command, optimize_command
+from api.cli.export import export_notes
 from api.cli.imports import import_files
 from api.cli.indexes import indexes_create
 from api.cli.migrate import migrate
@@ -36,6 +37,7 @@ app.command("setup-offline")(setup_offline)
 app.command("worker")(worker)
 app.command("import")(import_files)
 app.command("sync")(sync)
+app.command("export")(export_notes)
 app.command("migrate")(migrate)
 app.command("check")(check)
 users_app.command("create")(users_create)
