@@ -14,7 +14,7 @@ from api.errors import ValidationFailed
 from api.importing.multipart import read_multipart
 from api.importing.schemas import ImportedFile, ImportFailure, ImportOptions, ImportResult
 from api.importing.service import ImportService
-from api.notes.schemas import EXTERNAL_ID_MAX_CHARS, NoteSummary
+from api.notes.schemas import NoteSummary
 from api.schemas import AUTHED, TEXT_PATTERN, errors
 from api.users.auth import CurrentUser
 
@@ -55,17 +55,13 @@ IMPORT_BODY = {
                         },
                         "description": "Tags added to every note",
                     },
-                    "external_ids": {
-                        "type": "array",
-                        "items": {
-                            "type": "string",
-                            "minLength": 1,
-                            "maxLength": EXTERNAL_ID_MAX_CHARS,
-                            "pattern": TEXT_PATTERN,
-                        },
-                        "description": "A key per file, in the files' order (none, or one for "
-                        "every file): each file then creates or updates your note with that "
-                        "key, as PUT /v1/notes/by-external-id does",
+                    "key_by": {
+                        "type": "string",
+                        "enum": ["filename"],
+                        "description": "`filename`: each file's name (a path such as "
+                        "`daily/monday.md`, at most 1024 characters) is its note's "
+                        "external_id, and the file creates or updates your note with that key "
+                        "as PUT /v1/notes/by-external-id does",
                     },
                 },
             }
@@ -74,7 +70,7 @@ IMPORT_BODY = {
 }
 
 
-_FIELDS = ("files", "tags", "external_ids")
+_FIELDS = ("files", "tags", "key_by")
 
 
 def _texts(form: FormData, name: str) -> list[str]:
@@ -87,27 +83,23 @@ def _texts(form: FormData, name: str) -> list[str]:
 
 def _import_parts(form: FormData) -> tuple[list[StarletteUpload], ImportOptions]:
     """The files and options of an import form; ValidationFailed (422) for an unknown
-    field, a part of the wrong kind, no file, an invalid tag or key, or keys that do not
-    pair one to one with the files."""
+    field, a part of the wrong kind, no file, an invalid tag or `key_by`."""
     unknown = sorted(set(form.keys()) - set(_FIELDS))
     if unknown:
         raise ValidationFailed(
-            f"unknown multipart field {unknown[0][:80]!r}: expected `files`, `tags` and "
-            "`external_ids`"
+            f"unknown multipart field {unknown[0][:80]!r}: expected `files`, `tags` and `key_by`"
         )
     parts = form.getlist("files")
     files = [f for f in parts if isinstance(f, StarletteUpload)]
     if len(files) != len(parts):
         raise ValidationFailed("`files` parts must be files (with a filename)")
-    tags, keys = _texts(form, "tags"), _texts(form, "external_ids")
+    tags, key_by = _texts(form, "tags"), _texts(form, "key_by")
     if not files:
         raise ValidationFailed("send at least one file in the multipart field `files`")
-    if keys and len(keys) != len(files):
-        raise ValidationFailed(
-            f"{len(keys)} external_ids for {len(files)} files: send one per file, in order"
-        )
+    if len(key_by) > 1:
+        raise ValidationFailed("send `key_by` once")
     try:
-        options = ImportOptions(tags=tags, external_ids=keys)
+        options = ImportOptions(tags=tags, key_by=key_by[0] if key_by else None)
     except ValidationError as exc:
         raise ValidationFailed(
             "; ".join(f"{e['loc'][0]}: {e['msg']}" for e in exc.errors())
@@ -130,16 +122,15 @@ async def import_notes(
     DOCX become markdown that keeps headings, GFM tables, lists, code and links (scripts,
     navigation, headers and footers dropped); PDF text is extracted. Title from front
     matter, the first H1, or the file name; tags from front matter, plus the `tags` fields
-    for every note. With `external_ids` (one per file), each file creates or updates your
-    note with its key, and a file holding what its note holds changes nothing. Each file
-    succeeds or fails on its own: failures are listed with a reason, the rest are imported.
-    An unknown field, an invalid tag or key fails the whole request (422) before anything
+    for every note. With `key_by=filename`, each file's name (a path) is its note's key:
+    the file creates or updates your note with that external_id, and a file holding what
+    its note holds changes nothing. Each file succeeds or fails on its own (also on a name
+    that is no valid key): failures are listed with a reason, the rest are imported. An
+    unknown field, an invalid tag or `key_by` fails the whole request (422) before anything
     is stored. A user's import requests run one at a time (a second one waits, its body
     unread, until the first is done)."""
     async with imports.request_turn(user):
-        # Tags, and a key per file.
-        fields = 200 + imports.max_files
-        form = await read_multipart(request, max_files=imports.max_files, max_fields=fields)
+        form = await read_multipart(request, max_files=imports.max_files, max_fields=200)
         try:
             files, options = _import_parts(form)
             payload: list[tuple[str, bytes]] = []
@@ -154,7 +145,7 @@ async def import_notes(
             user,
             payload,
             extra_tags=options.tags,
-            keys=options.external_ids or None,
+            key_by_filename=options.key_by == "filename",
             abandoned=request.is_disconnected,
         )
     return ImportResult(

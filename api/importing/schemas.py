@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from api.notes.schemas import ExternalId, NoteSummary
+from api.notes.schemas import NoteSummary
 from api.schemas import Tag, clean_tags
 
 
@@ -15,27 +15,20 @@ class ImportOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     tags: list[Tag] = Field(default_factory=list, max_length=1000)
-    external_ids: list[ExternalId] = Field(default_factory=list)
+    key_by: Literal["filename"] | None = None
 
     @field_validator("tags")
     @classmethod
     def _tags(cls, v: list[str]) -> list[str]:
         return clean_tags(v)
 
-    @field_validator("external_ids")
-    @classmethod
-    def _keys(cls, v: list[str]) -> list[str]:
-        if len(set(v)) != len(v):
-            raise ValueError("each file needs its own key: an external_id is sent twice")
-        return v
-
 
 class ImportedFile(BaseModel):
     filename: str
     note: NoteSummary
     outcome: Literal["created", "updated", "unchanged"] = Field(
-        description="`created`; with an external_id also `updated` (the note with that key "
-        "changed, or was restored from the trash) or `unchanged` (it already held this)"
+        description="`created`; with `key_by=filename` also `updated` (the note with that "
+        "key changed, or was restored from the trash) or `unchanged` (it already held this)"
     )
     warnings: list[str] = Field(
         default_factory=list,

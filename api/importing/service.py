@@ -143,11 +143,12 @@ class ImportService:
         files: list[tuple[str, bytes]],
         extra_tags: list[str] | None = None,
         *,
-        keys: list[str] | None = None,
+        key_by_filename: bool = False,
         abandoned: Callable[[], Awaitable[bool]] | None = None,
     ) -> ImportReport:
-        """Convert and store each file (with `keys`, one per file: upsert by key); per-file
-        errors are collected, not raised. Tags for every note are checked first: bad ones
+        """Convert and store each file (with `key_by_filename`: upsert by its name as the
+        key; a name that is no valid key fails that file); per-file errors are collected,
+        not raised. Tags for every note are checked first: bad ones
         fail the whole request (ValidationFailed), before any note is written.
         `abandoned()` is asked before each file: once the client has gone, the files left
         are not converted (a dropped upload of many costly files would hold its user's
@@ -162,7 +163,7 @@ class ImportService:
             try:
                 converted = await self._convert(user, filename, data)
                 tags, warnings = self._tags(converted.tags, extra_tags or [])
-                key = keys[index] if keys else None
+                key = filename if key_by_filename else None
                 stored = await self._store(user, filename, converted, tags, key)
             except ImportFileError as exc:
                 report.errors.append((filename, exc.code, exc.detail))

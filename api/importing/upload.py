@@ -142,19 +142,20 @@ class Uploader:
         limit = self.settings.autonote_max_import_bytes
         pending = import_batches(items, self.batch, limit)
         while pending:
-            upload, keys, sent = self._read(pending.pop(0))
+            upload, keyed, sent = self._read(pending.pop(0))
             if upload:
-                pending[:0] = self._post(upload, keys, sent)
+                pending[:0] = self._post(upload, keyed, sent)
 
     def fail(self, shown: str, problem: str) -> None:
         self.counts["failed"] += 1
         typer.echo(f"failed       {shown}: {problem}")
 
-    def _read(self, group: list[Item]) -> tuple[Upload, list[str], list[Item]]:
-        """The multipart files and keys of one batch and the items they come from; a file
-        that cannot be sent (bad name, too big, unreadable) is reported as failed."""
+    def _read(self, group: list[Item]) -> tuple[Upload, bool, list[Item]]:
+        """The multipart files of one batch, whether they are keyed (their names are their
+        keys), and the items they come from; a file that cannot be sent (bad name, too
+        big, unreadable) is reported as failed."""
         upload: Upload = []
-        keys: list[str] = []
+        keyed = False
         sent: list[Item] = []
         for path, key in group:
             name = key or path.name
@@ -168,16 +169,18 @@ class Uploader:
                 self.fail(shown_path(path), problem)
                 continue
             sent.append((path, key))
-            if key is not None:
-                keys.append(key)
-        return upload, keys, sent
+            keyed = keyed or key is not None
+        return upload, keyed, sent
 
-    def _post(self, upload: Upload, keys: list[str], sent: list[Item]) -> list[list[Item]]:
+    def _post(self, upload: Upload, keyed: bool, sent: list[Item]) -> list[list[Item]]:
         """Send one batch and print its outcome; returns the batches to send instead (its
         halves, when the server's request limit is lower than ours)."""
         import httpx
 
-        data: dict[str, Any] = {"tags": self.tags or [], "external_ids": keys}
+        data: dict[str, Any] = {
+            "tags": self.tags or [],
+            **({"key_by": "filename"} if keyed else {}),
+        }
         # Each file may take the server's whole conversion budget: the read timeout allows
         # for all of them, so a batch the server is still converting is not given up on
         # (and sent again, making its notes twice).

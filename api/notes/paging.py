@@ -25,7 +25,6 @@ from api.notes.stored import EPOCH, note_created_at
 # 1024 characters of up to 4 UTF-8 bytes each, in base64 without padding.
 _KEY_CHARS = 5462
 CURSOR_PATTERN = rf"^(?:-?[0-9]{{1,15}}-[0-9a-f]{{24}}|k[A-Za-z0-9_-]{{1,{_KEY_CHARS}}})$"
-CURSOR_MAX_LENGTH = 1 + _KEY_CHARS
 _CURSOR = re.compile(CURSOR_PATTERN)
 _FIRST, _LAST = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)
 # Code points that are not characters of a valid string (UTF-16 surrogates).

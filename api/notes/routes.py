@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response, status
 
-from api.notes.paging import CURSOR_MAX_LENGTH, CURSOR_PATTERN
+from api.notes.paging import CURSOR_PATTERN
 from api.notes.schemas import (
     EXTERNAL_ID_MAX_CHARS,
     ChunkList,
@@ -43,16 +43,18 @@ IfMatch = Annotated[
     ),
 ]
 NoteId = Annotated[str, Path(pattern=OBJECT_ID_PATTERN, description="Note id (24 hex digits)")]
+# Lengths are bounded by the patterns alone: a maxLength makes schema-driven clients probe
+# with URLs longer than an HTTP server reads (a 1024-character prefix of 4-byte characters
+# is 12 KB percent-encoded).
 KeyPrefix = Annotated[
     str,
     Query(
-        max_length=EXTERNAL_ID_MAX_CHARS,
-        pattern=f"^[^{CONTROL}]*$",
+        pattern=f"^[^{CONTROL}]{{0,{EXTERNAL_ID_MAX_CHARS}}}$",
         description='Only notes whose key starts with this (e.g. "projects/"; "" = every note '
         "with a key), in key order",
     ),
 ]
-Cursor = Annotated[str, Query(pattern=CURSOR_PATTERN, max_length=CURSOR_MAX_LENGTH)]
+Cursor = Annotated[str, Query(pattern=CURSOR_PATTERN)]
 
 
 def _with_etag(response: Response, doc: dict) -> NoteOut:
