@@ -8,9 +8,9 @@ from collections.abc import Callable
 import pytest
 
 from api.config import LOCAL_EMBEDDING_DIMENSIONS, Settings
+from api.db.search import search_indexes
 from api.errors import StartupError
 from api.retrieval.atlas_indexes import load_specs, plan
-from api.db.search import search_indexes
 from tests.atlas_live.live import MODES, search
 from tests.conftest import Api, running_app
 
