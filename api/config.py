@@ -75,6 +75,9 @@ class Settings(BaseSettings):
     search_backend: Literal["auto", "atlas", "local"] = "auto"
     atlas_vector_index: str = "note_chunks_vector_index"
     atlas_text_index: str = "note_chunks_text_index"
+    # On Atlas, how long a re-indexed note's previous chunks stay searchable (mongot
+    # indexes writes asynchronously): the note is found while its new chunks are indexed.
+    atlas_index_lag_s: float = Field(60.0, ge=0, le=3600)
     # How often the local search index reads commits made by other processes (this
     # process's own commits are applied at once: see LocalIndexSync.catch_up).
     autonote_search_poll_s: float = Field(0.5, gt=0, le=3600)

@@ -18,9 +18,10 @@ from api.chunking import Chunker
 from api.config import Settings
 from api.db.client import ensure_indexes, open_database
 from api.db.embedded import EmbeddedMongo
+from api.db.search import choose_backend
 from api.importing.sandbox import ConversionSandbox
 from api.importing.service import ImportService
-from api.indexing.runtime import Indexing, build_indexing
+from api.indexing.runtime import Indexing, build_indexing, retention_for
 from api.notes.repository import NotesRepository, NotesSearchQueries
 from api.notes.service import NotesService
 from api.providers import (
@@ -33,7 +34,6 @@ from api.providers import (
 from api.retrieval.backends import AtlasBackend, LocalBackend, SearchBackend
 from api.retrieval.local.index import LocalIndex
 from api.retrieval.local.sync import LocalIndexSync
-from api.retrieval.selection import choose_backend
 from api.retrieval.service import RetrievalService
 from api.tokenizer import tiktoken_tokenizer
 from api.users.repository import UsersRepository
@@ -83,6 +83,7 @@ async def build_container(settings: Settings, stack: AsyncExitStack) -> Containe
         concurrency=settings.autonote_index_workers,
         listeners=[sync.refresh_note] if sync is not None else [],
         commit_scope=sync.committing if sync is not None else None,
+        retain_s=retention_for(settings, search.backend.name),
     )
     notes = build_notes(settings, db, chunker, indexing, sync)
     return Container(

@@ -12,6 +12,7 @@ import typer
 from pymongo.asynchronous.database import AsyncDatabase
 
 from api.config import Settings, SettingsError, load_settings
+from api.errors import StartupError
 
 # Options of the commands that talk to a running server.
 UrlOption = Annotated[
@@ -57,7 +58,7 @@ def run_or_exit(main: Coroutine[Any, Any, Any]) -> Any:
     except PyMongoError as exc:
         typer.echo(f"autonote: cannot use the database: {type(exc).__name__}: {exc}", err=True)
         raise typer.Exit(2) from None
-    except FileNotFoundError as exc:  # no embedded database where AUTONOTE_DATA_DIR points
+    except (FileNotFoundError, StartupError) as exc:  # e.g. no embedded database there
         typer.echo(f"autonote: {exc}", err=True)
         raise typer.Exit(2) from None
 

@@ -9,6 +9,7 @@ import typer
 
 from api.cli.common import database, run_or_exit, settings_or_exit
 from api.config import Settings
+from api.db.search import search_backend
 
 
 def worker(
@@ -31,7 +32,7 @@ async def _run_worker(settings: Settings, concurrency: int) -> None:
 
     import structlog
 
-    from api.indexing.runtime import build_indexing
+    from api.indexing.runtime import build_indexing, retention_for
     from api.providers import build_chunker, build_embedder, build_openai_client
 
     log = structlog.get_logger("autonote.worker")
@@ -43,8 +44,14 @@ async def _run_worker(settings: Settings, concurrency: int) -> None:
         openai_client = build_openai_client(settings)
         embedder = build_embedder(settings, openai_client)
         chunker = build_chunker(settings, embedder)
+        backend = await search_backend(db, settings)
         indexing = build_indexing(
-            settings, db, chunker=chunker, embedder=embedder, concurrency=concurrency
+            settings,
+            db,
+            chunker=chunker,
+            embedder=embedder,
+            concurrency=concurrency,
+            retain_s=retention_for(settings, backend),
         )
         await indexing.workers.start()
         log.info("worker.ready", concurrency=concurrency)

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
@@ -68,22 +68,32 @@ class VersionCommits:
             return None
         await self.chunks.delete_version(note_id, version)
         await self.chunks.insert_version(docs)
+        previous = self._retained_version(note, version)
         done = await self._complete(
-            note, token, version, chunks, stats, written=len(docs), evict=True
+            note, token, version, chunks, stats, written=len(docs), evict=True, keep=previous
         )
         if done is None:
             await self._drop_fenced(note_id, version, docs)
             return None
-        # Committed: the old version is now garbage. A database blip is retried here; a
-        # process killed right now leaves `evict_pending` for the maintenance sweep.
+        # Committed: the old versions are garbage, except one kept searchable for a while
+        # (`retain_s`), which the maintenance sweep evicts once due. A database blip is
+        # retried here; a process killed right now leaves `evict_pending` for the sweep.
         live = {d["content_hash"] for d in docs}
         await while_unavailable(
             "note.evict_retry",
-            lambda: self._evict(note_id, version, existing, live),
+            lambda: self._evict(note_id, previous or version, existing, live),
             self.config.lease_s,
         )
-        await self.queue.clear_eviction(note_id, version)
+        if previous is None:
+            await self.queue.clear_eviction(note_id, version)
         return done
+
+    def _retained_version(self, note: dict[str, Any], version: int) -> int | None:
+        """The indexed version this commit replaces, when it stays searchable for a while."""
+        previous = note.get("indexed_version")
+        if self.config.retain_s <= 0 or previous is None or int(previous) >= version:
+            return None
+        return int(previous)
 
     async def _complete(
         self,
@@ -96,6 +106,7 @@ class VersionCommits:
         written: int,
         session: Any = None,
         evict: bool = False,
+        keep: int | None = None,
     ) -> IndexOutcome | None:
         """Commit the run (fenced by its lease): the note's index fields, then (outside a
         transaction) metrics and listeners. None when the lease was lost."""
@@ -110,6 +121,9 @@ class VersionCommits:
         )
         if evict:  # cleared once the old versions are gone (the sweep finishes it otherwise)
             fields["evict_pending"] = True
+        if keep is not None:  # searchable until then (atlas_pipelines.current_version_guard)
+            fields["previous_indexed_version"] = keep
+            fields["evict_after"] = now + timedelta(seconds=self.config.retain_s)
         async with self.commit_scope(note):
             updated = await self.queue.complete(
                 note["_id"], token, fields=fields, now=now, session=session
@@ -249,11 +263,10 @@ class VersionCommits:
         existing: list[dict[str, Any]],
         live: set[str],
     ) -> None:
-        """Delete the note's older versions; vectors that leave `note_chunks` (not `live`
-        in the new version) move to the embedding cache."""
-        old = [d for d in existing if d["note_version"] != keep_version]
-        if old:
-            await cache_evicted(self.cache, old, keep=live)
+        """Delete the note's versions older than `keep_version`; vectors not `live` in the
+        new version move to the embedding cache (a retained version's too, now)."""
+        if existing:
+            await cache_evicted(self.cache, existing, keep=live)
         # Older versions only, and always (a run that lost its lease may have written some
         # after `existing` was read). Never a newer one: the commit released the lease, so
         # another worker may already be writing the next version.

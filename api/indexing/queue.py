@@ -10,7 +10,7 @@ the latest version. `index_attempts` counts claims, so a note that crashes worke
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from bson import ObjectId
@@ -202,8 +202,10 @@ class IndexQueue(ClaimQueries):
         return await self.collection.find_one({"_id": note_id})
 
     async def pending_evictions(self, limit: int = 500) -> list[dict[str, Any]]:
-        """Notes whose older versions' chunks may not have been deleted yet."""
-        cursor = self.collection.find({"evict_pending": True}, {"indexed_version": 1})
+        """Notes whose older versions' chunks may not have been deleted yet and are due:
+        a version kept searchable for a while (`evict_after`) waits until then."""
+        due = {"evict_pending": True, "evict_after": {"$not": {"$gt": datetime.now(UTC)}}}
+        cursor = self.collection.find(due, {"indexed_version": 1})
         return await cursor.limit(limit).to_list()
 
     async def failed(self, limit: int = 500) -> list[dict[str, Any]]:
@@ -217,7 +219,8 @@ class IndexQueue(ClaimQueries):
         """Done evicting for `version` (None: the note was trashed since; its removal
         deleted every chunk, so nothing is left to evict)."""
         await self.collection.update_one(
-            {"_id": note_id, "indexed_version": version}, {"$unset": {"evict_pending": ""}}
+            {"_id": note_id, "indexed_version": version},
+            {"$unset": {"evict_pending": "", "evict_after": "", "previous_indexed_version": ""}},
         )
 
     async def existing_ids(self, note_ids: list[ObjectId]) -> set[ObjectId]:

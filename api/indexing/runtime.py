@@ -16,6 +16,12 @@ from api.indexing.worker import IndexWorkers
 from api.providers import embedding_model_key
 
 
+def retention_for(settings: Settings, backend: str) -> float:
+    """How long replaced chunks stay searchable: Atlas indexes writes asynchronously
+    (ATLAS_INDEX_LAG_S); the local index applies each commit at once."""
+    return settings.atlas_index_lag_s if backend == "atlas" else 0.0
+
+
 @dataclass
 class Indexing:
     reconciler: Reconciler
@@ -31,8 +37,10 @@ def build_indexing(
     concurrency: int,
     listeners: list[IndexListener] | None = None,
     commit_scope: CommitScope | None = None,
+    retain_s: float = 0.0,
 ) -> Indexing:
-    """A reconciler and `concurrency` worker loops (not started)."""
+    """A reconciler and `concurrency` worker loops (not started). `retain_s`: how long a
+    replaced version stays searchable (`retention_for` gives it per search backend)."""
     reconciler = Reconciler(
         db,
         chunker=chunker,
@@ -44,6 +52,7 @@ def build_indexing(
             backoff_base_s=settings.autonote_index_backoff_base_s,
             backoff_max_s=settings.autonote_index_backoff_max_s,
             turn_s=settings.autonote_index_turn_s,
+            retain_s=retain_s,
         ),
         listeners=listeners,
         commit_scope=commit_scope,

@@ -16,6 +16,9 @@ class ReconcilerConfig:
     backoff_base_s: float = 2.0
     backoff_max_s: float = 600.0
     turn_s: float = 10.0  # a run embedding longer hands over to another user's note
+    # How long a replaced version's chunks stay searchable after a commit: a search index
+    # that applies writes late (Atlas) still finds the note meanwhile. 0: evicted at once.
+    retain_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from api.db.search import search_backend
+from api.errors import StartupError
+from api.indexing.runtime import retention_for
 from api.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -153,7 +156,14 @@ async def execute(settings: Settings, options: MigrateOptions, *, stdout: Any = 
             return await _dry_run(
                 settings, db, selection, options, chunker, embedder, reporter, console
             )
-        return await _run(settings, db, selection, options, chunker, embedder, reporter, console)
+        try:  # the same retention of replaced chunks as the API's workers
+            retain_s = retention_for(settings, await search_backend(db, settings))
+        except StartupError as exc:
+            typer.echo(f"autonote migrate: {exc}", err=True)
+            return 2
+        return await _run(
+            settings, db, selection, options, chunker, embedder, reporter, console, retain_s
+        )
     return 1  # pragma: no cover - the stack never swallows
 
 
@@ -226,6 +236,7 @@ async def _run(
     embedder: Any,
     reporter: ProgressReporter,
     console: Console,
+    retain_s: float = 0.0,
 ) -> int:
     import structlog
 
@@ -240,7 +251,12 @@ async def _run(
     # is shorter, so a killed run's notes come back quickly.
     run_settings = settings.model_copy(update={"autonote_index_lease_s": options.lease_s})
     indexing = build_indexing(
-        run_settings, db, chunker=chunker, embedder=embedder, concurrency=options.concurrency
+        run_settings,
+        db,
+        chunker=chunker,
+        embedder=embedder,
+        concurrency=options.concurrency,
+        retain_s=retain_s,
     )
     runner = MigrationRunner(
         indexing.reconciler,

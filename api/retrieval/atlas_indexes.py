@@ -21,8 +21,8 @@ from pymongo.errors import OperationFailure
 from pymongo.operations import SearchIndexModel
 
 from api.chunk_store.repository import ChunksRepository
+from api.db.search import SEARCH_UNAVAILABLE_CODES
 from api.notes.repository import NotesRepository
-from api.retrieval.atlas_pipelines import SEARCH_UNAVAILABLE_CODES
 
 INDEX_DIR = Path(__file__).resolve().parents[2] / "atlas_indexes"
 FILES = ("note_chunks_vector_index.json", "note_chunks_text_index.json")

@@ -23,8 +23,6 @@ DEFAULT_GUARD_MARGIN = 10
 MAX_QUERY_CHARS = 4096
 EMBEDDING_PATH = "embedding"
 TEXT_PATHS = ("section_path", "metadata.aliases", "content_md")
-# Server error codes meaning "this deployment has no search" (by server version).
-SEARCH_UNAVAILABLE_CODES = frozenset({31082, 115, 6047401, 59, 40324})
 # The note's `updated_at`, denormalised onto its chunks so `updated_after` is a pre-filter.
 UPDATED_PATH = "note_updated_at"
 
@@ -154,9 +152,11 @@ def chunk_projection(score_meta: str) -> dict[str, Any]:
 
 
 def current_version_guard(notes_collection: str = "notes") -> Pipeline:
-    """Stages keeping only chunks of their note's `indexed_version` (same author, note not
-    trashed). They run after the search stage, so during a re-index they may leave fewer
-    than `limit` results; the pipelines fetch `guard_margin` extra to cover that."""
+    """Stages keeping only chunks of their note's `indexed_version`, or of the version it
+    replaced while that stays searchable (`previous_indexed_version`, until the search
+    index has caught up); same author, note not trashed. They run after the search stage,
+    so they may leave fewer than `limit` results; the pipelines fetch `guard_margin` extra
+    to cover that. Callers keep each note's newest version (`backends.newest_versions`)."""
     return [
         {
             "$lookup": {
@@ -169,7 +169,15 @@ def current_version_guard(notes_collection: str = "notes") -> Pipeline:
                         "$match": {
                             "$expr": {
                                 "$and": [
-                                    {"$eq": ["$indexed_version", "$$version"]},
+                                    {
+                                        "$in": [
+                                            "$$version",
+                                            [
+                                                "$indexed_version",
+                                                {"$ifNull": ["$previous_indexed_version", None]},
+                                            ],
+                                        ]
+                                    },
                                     {"$eq": ["$author_id", "$$author"]},
                                     # Active as `note_status` reads it.
                                     {"$in": [{"$ifNull": ["$status", None]}, ["active", None]]},

@@ -5,7 +5,7 @@ query (pre-filter); nothing ever retries without it.
 - `LocalBackend`: the in-process `LocalIndex` (exact cosine over float32 + SQLite FTS5 BM25),
   fed by `LocalIndexSync`. Serves the embedded default and MongoDB without `mongot`.
 - `AtlasBackend`: `$vectorSearch` and `$search` pipelines (api.retrieval.atlas_pipelines).
-`api.retrieval.selection` chooses between them (SEARCH_BACKEND).
+`api.db.search` chooses between them (SEARCH_BACKEND).
 """
 
 from __future__ import annotations
@@ -178,4 +178,18 @@ class AtlasBackend:
                 )
             )
         results = await asyncio.gather(*jobs.values())
-        return {name: hits for name, hits in zip(jobs, results, strict=True) if hits is not None}
+        lists = {name: hits for name, hits in zip(jobs, results, strict=True) if hits is not None}
+        return newest_versions(lists)
+
+
+def newest_versions(lists: RetrieverLists) -> RetrieverLists:
+    """Each note's hits of its newest version only: while a replaced version stays
+    searchable, both may match, and a note must not show two versions' text."""
+    newest: dict[str, int] = {}
+    for hits in lists.values():
+        for chunk, _ in hits:
+            newest[chunk.note_id] = max(newest.get(chunk.note_id, 0), chunk.note_version)
+    return {
+        name: [(c, s) for c, s in hits if c.note_version == newest[c.note_id]]
+        for name, hits in lists.items()
+    }

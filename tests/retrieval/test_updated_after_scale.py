@@ -28,13 +28,15 @@ def _write_indexed_notes(url: str, db: str, author: ObjectId, api: Any) -> None:
     chunker, embedder = api.container.chunker, api.container.embedder
     key, rng = embedding_model_key(embedder), np.random.default_rng(7)
     notes, chunks = [], []
+    texts = {w: f"## Field notes\n\nA {w} was seen at the site." for w in ("quokka", "wombat")}
+    pieces = {w: chunker.chunk_note(t, "Note") for w, t in texts.items()}
     for i in range(NOTES):
         word = "quokka" if i in MARKED else "wombat"
         note = {
             "_id": ObjectId(),
             "author_id": author,
-            "title": f"Note {i}",
-            "content_md": f"## Field notes\n\nA {word} was seen at site {i}.",
+            "title": "Note",
+            "content_md": texts[word],
             "tags": [],
             "status": "active",
             "version": 1,
@@ -48,10 +50,9 @@ def _write_indexed_notes(url: str, db: str, author: ObjectId, api: Any) -> None:
             "updated_at": T0 + timedelta(seconds=i),
             "indexed_at": T0 + timedelta(seconds=i),
         }
-        pieces = chunker.chunk_note(note["content_md"], note["title"])
-        note["chunk_count"] = len(pieces)
+        note["chunk_count"] = len(pieces[word])
         notes.append(note)
-        for c in pieces:
+        for c in pieces[word]:
             vector = rng.standard_normal(embedder.dimensions).astype(np.float32)
             vector = to_bson_vector(vector / np.linalg.norm(vector))
             chunks.append(chunk_document(note, 1, c, vector, model_key=key, now=T0))

@@ -4,7 +4,7 @@
 search (`SEARCH_UNAVAILABLE_CODES`); any other answer (a permission error, a typo in the
 database name) stops start-up. `atlas` requires both configured indexes to exist and be
 queryable. Every refusal is a `StartupError` whose message names the fix
-(tests/retrieval/test_selection.py).
+(tests/db/test_search.py).
 """
 
 from __future__ import annotations
@@ -15,12 +15,14 @@ import structlog
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import OperationFailure
 
+from api.config import Settings
 from api.errors import StartupError
-from api.retrieval.atlas_pipelines import SEARCH_UNAVAILABLE_CODES
 
 log = structlog.get_logger(__name__)
 
 BackendName = Literal["atlas", "local"]
+# Server error codes meaning "this deployment has no search" (by server version).
+SEARCH_UNAVAILABLE_CODES = frozenset({31082, 115, 6047401, 59, 40324})
 
 
 async def choose_backend(
@@ -39,6 +41,16 @@ async def choose_backend(
     check_indexes(indexes, vector_index=vector_index, text_index=text_index)
     log.info("search.atlas_ready", indexes=sorted(indexes))
     return "atlas"
+
+
+async def search_backend(db: AsyncDatabase, settings: Settings) -> BackendName:
+    """`choose_backend` with the configured setting and index names."""
+    return await choose_backend(
+        db,
+        settings.search_backend,
+        vector_index=settings.atlas_vector_index,
+        text_index=settings.atlas_text_index,
+    )
 
 
 async def search_indexes(db: AsyncDatabase) -> dict[str, dict[str, Any]]:

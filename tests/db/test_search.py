@@ -11,9 +11,8 @@ import pytest
 from pymongo import AsyncMongoClient
 from pymongo.errors import OperationFailure
 
+from api.db.search import SEARCH_UNAVAILABLE_CODES, choose_backend
 from api.errors import StartupError
-from api.retrieval.atlas_pipelines import SEARCH_UNAVAILABLE_CODES
-from api.retrieval.selection import choose_backend
 
 INDEXES = {"vector_index": "vec", "text_index": "txt"}
 
