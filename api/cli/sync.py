@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -76,6 +77,8 @@ def _watch(mirror: Mirror) -> None:
     from api.importing.mirror import relevant
 
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # Each batch is reported by the mirror; the watcher's own "N changes detected" is noise.
+    logging.getLogger("watchfiles").setLevel(logging.WARNING)
     started = False
     for changes in watch(
         mirror.folder,
