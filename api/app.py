@@ -26,6 +26,7 @@ from api.middleware import (
     AuthenticateFirstMiddleware,
     BodyLimitMiddleware,
     RequestContextMiddleware,
+    single_query_values,
 )
 from api.notes.routes import router as notes_router
 from api.observability import setup_telemetry
@@ -95,6 +96,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         summary="Markdown notes with heading-aware chunks, hybrid search and cited chat.",
         lifespan=build_lifespan(settings),
+        dependencies=[Depends(single_query_values)],
     )
     install_error_handlers(app)
     app.add_middleware(AuthenticateFirstMiddleware)

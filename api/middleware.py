@@ -14,10 +14,11 @@ from opentelemetry import trace
 from pymongo.errors import PyMongoError
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.error_handlers import database_unavailable
-from api.errors import DomainError
+from api.errors import DomainError, ValidationFailed
 from api.observability import tracer
 
 log = structlog.get_logger("api.http")
@@ -219,3 +220,13 @@ class AuthenticateFirstMiddleware:
                 await send(message)
             return
         await self.app(scope, receive, send)
+
+
+def single_query_values(request: Request) -> None:
+    """No route takes a query parameter twice: `?permanent=false&permanent=true` is a 422,
+    not whichever value comes last (tests/notes/test_bad_input.py)."""
+    seen: set[str] = set()
+    for key, _ in request.query_params.multi_items():
+        if key in seen:
+            raise ValidationFailed(f"query parameter {key!r} given more than once")
+        seen.add(key)

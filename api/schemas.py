@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, Field, StringConstraints
@@ -14,9 +15,10 @@ WHITESPACE = (
     r"\t\n\u000b\u000c\r\u001c-\u001f \u0085\u00a0\u1680"
     r"\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 )
-# C0, DEL and C1 controls, and the line and paragraph separators (NEL, U+2028, U+2029):
-# what "no control characters or line breaks" promises.
-CONTROL = r"\u0000-\u001f\u007f-\u009f\u2028\u2029"
+# C0, DEL and C1 controls, the line and paragraph separators (NEL, U+2028, U+2029) and the
+# bidi embeddings, overrides and isolates (U+202A-202E, U+2066-2069), which reorder what
+# follows them on screen: what "no control characters or line breaks" promises.
+CONTROL = r"\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069"
 # Characters that show nothing alone (format and bidi controls, joiners, variation
 # selectors, fillers): a title of only U+200B is not "visible".
 INVISIBLE = (
@@ -27,6 +29,12 @@ NON_BLANK = rf"[^{WHITESPACE}]"  # patterns are unanchored: "contains a visible 
 # A single line: no control characters, at least one visible character.
 TEXT_PATTERN = rf"^[^{CONTROL}]*[^{WHITESPACE}{CONTROL}{INVISIBLE}][^{CONTROL}]*$"
 CONTROL_CHARS = re.compile(f"[{CONTROL}]")
+
+
+def name_key(name: str) -> str:
+    """What makes two user names the same name: equal after NFKC and case folding."""
+    return unicodedata.normalize("NFKC", name).casefold()
+
 
 # A tag as every route accepts it (notes, search and chat filters, import); the configured
 # count and length limits are the notes service's.

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import shutil
 import tempfile
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,8 +124,9 @@ class InProcessApp:
     def container(self) -> Any:
         return self.app.state.container
 
-    async def new_user(self, name: str = "bench") -> dict[str, str]:
-        """Create a user with the app's own admin token; return its auth headers."""
+    async def new_user(self, name: str | None = None) -> dict[str, str]:
+        """Create a user with the app's own admin token (a fresh name unless given: names
+        are unique); return its auth headers."""
         token = self.container.settings.autonote_admin_token
         return await new_user(self.client, name, token.get_secret_value() if token else "")
 
@@ -144,11 +146,14 @@ async def in_process_app(settings: Settings) -> AsyncIterator[InProcessApp]:
 
 
 async def new_user(
-    client: httpx.AsyncClient, name: str = "bench", admin_token: str = ADMIN_TOKEN
+    client: httpx.AsyncClient, name: str | None = None, admin_token: str = ADMIN_TOKEN
 ) -> dict[str, str]:
-    """Create a user through the admin API; return its auth headers."""
+    """Create a user through the admin API (a fresh name unless given: names are unique);
+    return its auth headers."""
     resp = await client.post(
-        "/v1/admin/users", json={"name": name}, headers={"Authorization": f"Bearer {admin_token}"}
+        "/v1/admin/users",
+        json={"name": name or f"bench-{uuid.uuid4().hex[:12]}"},
+        headers={"Authorization": f"Bearer {admin_token}"},
     )
     if resp.status_code != 201:
         raise RuntimeError(f"creating a user failed: {resp.status_code} {resp.text[:300]}")

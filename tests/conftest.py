@@ -25,6 +25,10 @@ from tests.stubs.fixtures import openai_stub, openai_stub_client, openai_stub_se
 ADMIN_TOKEN = "test-admin-token"
 
 
+def fresh_user_name() -> str:
+    return f"user-{uuid.uuid4().hex[:12]}"
+
+
 @pytest.fixture(scope="session")
 def mongo_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The session's database server (or AUTONOTE_TEST_MONGODB_URL, e.g. a real mongod)."""
@@ -100,11 +104,12 @@ class Api:
     def container(self) -> Any:
         return self.app.state.container
 
-    async def new_user(self, name: str = "user") -> dict[str, str]:
-        """Create a user through the admin API; return its auth headers."""
+    async def new_user(self, name: str | None = None) -> dict[str, str]:
+        """Create a user through the admin API (a fresh name unless given: names are
+        unique); return its auth headers."""
         resp = await self.client.post(
             "/v1/admin/users",
-            json={"name": name},
+            json={"name": name or fresh_user_name()},
             headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
         )
         assert resp.status_code == 201, resp.text
@@ -171,11 +176,12 @@ class ServedApp:
         self._thread.join(30)
         self._sock.close()
 
-    def new_user(self, name: str = "user") -> str:
-        """Create a user through the admin API; return its API key."""
+    def new_user(self, name: str | None = None) -> str:
+        """Create a user through the admin API (a fresh name unless given: names are
+        unique); return its API key."""
         resp = httpx.post(
             f"{self.url}/v1/admin/users",
-            json={"name": name},
+            json={"name": name or fresh_user_name()},
             headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
             timeout=30,
         )

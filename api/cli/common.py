@@ -12,7 +12,7 @@ import typer
 from pymongo.asynchronous.database import AsyncDatabase
 
 from api.config import Settings, SettingsError, load_settings
-from api.errors import StartupError
+from api.errors import DomainError, StartupError
 
 # Options of the commands that talk to a running server.
 UrlOption = Annotated[
@@ -58,7 +58,8 @@ def run_or_exit(main: Coroutine[Any, Any, Any]) -> Any:
     except PyMongoError as exc:
         typer.echo(f"autonote: cannot use the database: {type(exc).__name__}: {exc}", err=True)
         raise typer.Exit(2) from None
-    except (FileNotFoundError, StartupError) as exc:  # e.g. no embedded database there
+    # e.g. no embedded database there, or a user name that is taken
+    except (FileNotFoundError, StartupError, DomainError) as exc:
         typer.echo(f"autonote: {exc}", err=True)
         raise typer.Exit(2) from None
 

@@ -11,6 +11,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import (
     AutoReconnect,
     ConnectionFailure,
+    DuplicateKeyError,
     ExecutionTimeout,
     NetworkTimeout,
     OperationFailure,
@@ -22,6 +23,7 @@ from pymongo.errors import (
 from api.config import Settings
 from api.db.embedded import EmbeddedMongo, embedded_server
 from api.observability import MongoSpanListener
+from api.schemas import name_key
 
 log = structlog.get_logger(__name__)
 
@@ -158,6 +160,9 @@ USERS_INDEXES = [
     # Only the user created on an empty database has the field: two processes starting
     # on it together create one.
     IndexModel([("default_user", ASCENDING)], name="default_user_unique", unique=True, sparse=True),
+    # One user per name (`name_key`); sparse, so a user from before the field is not indexed
+    # until `_key_user_names` gives it one.
+    IndexModel([("name_key", ASCENDING)], name="name_key_unique", unique=True, sparse=True),
 ]
 API_KEYS_INDEXES = [
     IndexModel([("key_hash", ASCENDING)], name="key_hash_unique", unique=True),
@@ -193,6 +198,18 @@ async def _scope_cache_by_author(db: AsyncDatabase) -> None:
         log.info("db.embedding_cache_scoped", legacy_entries_removed=removed.deleted_count)
 
 
+async def _key_user_names(db: AsyncDatabase) -> None:
+    """Give every user from before `name_key` one, oldest first. A later user whose name an
+    older one already holds keeps none (a warning names it): nothing is renamed or lost."""
+    async for user in db.users.find({"name_key": {"$exists": False}}).sort("created_at", 1):
+        try:
+            await db.users.update_one(
+                {"_id": user["_id"]}, {"$set": {"name_key": name_key(user["name"])}}
+            )
+        except DuplicateKeyError:
+            log.warning("db.user_name_taken", user_id=str(user["_id"]), name=user["name"])
+
+
 async def ensure_indexes(db: AsyncDatabase, *, cache_ttl_days: int = 30) -> None:
     """Create every index the app relies on. Idempotent: existing indexes are left as they
     are, except the embedding cache's TTL, which follows `cache_ttl_days`."""
@@ -200,6 +217,7 @@ async def ensure_indexes(db: AsyncDatabase, *, cache_ttl_days: int = 30) -> None
     await db.note_chunks.create_indexes(NOTE_CHUNKS_INDEXES)
     log.info("note_chunks_indexes_created", count=len(NOTE_CHUNKS_INDEXES))
     await db.users.create_indexes(USERS_INDEXES)
+    await _key_user_names(db)
     await db.api_keys.create_indexes(API_KEYS_INDEXES)
     await _scope_cache_by_author(db)
     ttl = cache_ttl_days * 86_400

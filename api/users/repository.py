@@ -7,8 +7,14 @@ from typing import Any
 
 from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError
 
 from api.db.ids import new_object_id
+from api.schemas import name_key
+
+
+class NameTaken(Exception):
+    """Another user has this name (compared as `api.schemas.name_key` compares names)."""
 
 
 class UsersRepository:
@@ -24,10 +30,20 @@ class UsersRepository:
     async def insert_user(self, name: str, now: datetime, *, default: bool = False) -> ObjectId:
         """Insert a user. `default=True` marks the one created on an empty database: a
         unique index on the mark lets only one process create it (DuplicateKeyError)."""
-        doc: dict[str, Any] = {"_id": new_object_id(), "name": name, "created_at": now}
+        doc: dict[str, Any] = {
+            "_id": new_object_id(),
+            "name": name,
+            "name_key": name_key(name),
+            "created_at": now,
+        }
         if default:
             doc["default_user"] = True
-        result = await self._users.insert_one(doc)
+        try:
+            result = await self._users.insert_one(doc)
+        except DuplicateKeyError as exc:
+            if "name_key" in str(exc.details or exc):
+                raise NameTaken(name) from None
+            raise
         return result.inserted_id
 
     async def delete_user(self, user_id: ObjectId) -> None:

@@ -26,7 +26,7 @@ def _oid(value: str, what: str):
     "/v1/admin/users",
     status_code=status.HTTP_201_CREATED,
     response_model=UserCreated,
-    responses=errors(*ADMIN),
+    responses=errors(409, *ADMIN),
     dependencies=[Depends(require_admin)],
 )
 async def create_user(body: UserCreate, users: UsersServiceDep) -> UserCreated:

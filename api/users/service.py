@@ -18,8 +18,15 @@ import structlog
 from bson import ObjectId
 from pymongo.errors import DuplicateKeyError
 
-from api.errors import Forbidden, NotFound, RateLimited, Unauthorized, ValidationFailed
-from api.users.repository import UsersRepository
+from api.errors import (
+    Conflict,
+    Forbidden,
+    NotFound,
+    RateLimited,
+    Unauthorized,
+    ValidationFailed,
+)
+from api.users.repository import NameTaken, UsersRepository
 from api.users.schemas import ApiKeyOut, UserCreated, clean_user_name
 from api.users.types import User
 
@@ -149,7 +156,10 @@ class UsersService:
         except ValueError as exc:
             raise ValidationFailed(str(exc)) from None
         now = datetime.now(UTC)
-        user_id = await self._repo.insert_user(name, now, default=default)
+        try:
+            user_id = await self._repo.insert_user(name, now, default=default)
+        except NameTaken:
+            raise Conflict(f"a user named {name!r} exists") from None
         try:
             key = await self.issue_key(user_id, now=now)
         except BaseException:

@@ -46,6 +46,11 @@ CREATE_CASES = [
     ("title with U+2028", {**NOTE, "title": "a\u2028b"}, 422, "validation_error"),
     ("invisible title", {**NOTE, "title": "\u200b\u2060"}, 422, "validation_error"),
     ("tag with U+2029", {**NOTE, "tags": ["a\u2029b"]}, 422, "validation_error"),
+    # Bidi overrides and isolates reorder what follows them on screen ("gpj.exe" shown as
+    # "exe.jpg").
+    ("title with U+202E", {**NOTE, "title": "invoice\u202egpj.exe"}, 422, "validation_error"),
+    ("title with U+2066", {**NOTE, "title": "a\u2066b\u2069"}, 422, "validation_error"),
+    ("tag with U+202D", {**NOTE, "tags": ["a\u202db"]}, 422, "validation_error"),
     ("missing content", {"title": "x"}, 422, "validation_error"),
     ("content over limit", {**NOTE, "content_md": "é" * 501}, 413, "note_too_large"),
     ("too many tags", {**NOTE, "tags": [f"t{i}" for i in range(6)]}, 422, "validation_error"),
@@ -185,6 +190,22 @@ async def test_bad_query_parameters(seeded) -> None:
         resp = await api.client.get("/v1/notes", params=params, headers=h)
         assert resp.status_code in (400, 422), params
         assert "error" in resp.json()
+
+
+async def test_a_query_parameter_given_twice_is_refused_and_purges_nothing(seeded) -> None:
+    api, h, note = seeded
+    before = await snapshot(api)
+    for query in ("permanent=false&permanent=true", "permanent=true&permanent=false"):
+        resp = await api.client.delete(f"/v1/notes/{note['id']}?{query}", headers=h)
+        assert resp.status_code == 422, query
+        assert resp.json() == {
+            "error": "validation_error",
+            "detail": "query parameter 'permanent' given more than once",
+        }
+    resp = await api.client.get("/v1/notes?limit=5&limit=50", headers=h)
+    assert resp.status_code == 422
+    assert await snapshot(api) == before
+    assert (await api.client.get(f"/v1/notes/{note['id']}", headers=h)).json()["status"] == "active"
 
 
 async def test_oversized_body_rejected_before_reading(make_settings: Any) -> None:

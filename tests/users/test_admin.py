@@ -7,14 +7,17 @@ from __future__ import annotations
 import asyncio
 import os
 from contextlib import AsyncExitStack
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from bson import ObjectId
 from pymongo import MongoClient
 from pymongo.errors import AutoReconnect
 from typer.testing import CliRunner
 
+from api.db.client import ensure_indexes
 from api.users.service import MAX_TRACKED_KEYS, TokenBucket
 from tests.conftest import ADMIN_TOKEN, Api, running_app
 
@@ -29,6 +32,36 @@ async def test_a_user_whose_key_cannot_be_stored_is_not_created(api: Api) -> Non
     r = await api.client.post("/v1/admin/users", json={"name": "eve"}, headers=ADMIN)
     assert r.status_code == 503 and r.json()["error"] == "database_unavailable"
     assert await api.container.db.users.count_documents({}) == 0
+
+
+async def test_a_taken_user_name_is_a_conflict_and_makes_no_user(api: Api) -> None:
+    r = await api.client.post("/v1/admin/users", json={"name": "Ada"}, headers=ADMIN)
+    assert r.status_code == 201
+    # The same name after NFKC and case folding: fullwidth letters, another case.
+    for name in ("ada", " ADA ", "\uff21da"):
+        r = await api.client.post("/v1/admin/users", json={"name": name}, headers=ADMIN)
+        assert r.status_code == 409, (name, r.text)
+        assert r.json()["error"] == "conflict" and "exists" in r.json()["detail"]
+    assert await api.container.db.users.count_documents({}) == 1
+    assert await api.container.db.api_keys.count_documents({}) == 1
+
+
+async def test_users_from_before_unique_names_are_kept_and_keyed(make_settings: Any) -> None:
+    """A database with two users of one name (from before names were unique): the start-up
+    keys the older, leaves the younger (and its key) as they are, and refuses a third."""
+    async with running_app(make_settings()) as api:
+        db = api.container.db
+        old = [
+            {"_id": ObjectId(), "name": n, "created_at": datetime(2025, 1, d, tzinfo=UTC)}
+            for n, d in (("Bob", 1), ("bob", 2))
+        ]
+        await db.users.insert_many(old)
+        await ensure_indexes(db)
+        keyed = {u["name"]: u.get("name_key") async for u in db.users.find({})}
+        assert keyed == {"Bob": "bob", "bob": None}
+        r = await api.client.post("/v1/admin/users", json={"name": "BOB"}, headers=ADMIN)
+        assert r.status_code == 409
+        assert await db.users.count_documents({}) == 2
 
 
 async def test_two_processes_starting_on_an_empty_database_make_one_default_user(
@@ -107,7 +140,7 @@ async def test_wrong_admin_tokens_are_throttled_per_client(make_settings: Any) -
             assert int(r.headers["retry-after"]) >= 1
         clock[0] += 12.0  # one wrong token's worth of budget back (5 per minute)
         assert (
-            await api.client.post("/v1/admin/users", json=body, headers=ADMIN)
+            await api.client.post("/v1/admin/users", json={"name": "y"}, headers=ADMIN)
         ).status_code == 201
         assert await api.container.db.users.count_documents({}) == 2
         # The right token never uses up the budget.
@@ -180,6 +213,9 @@ def test_the_cli_applies_the_same_name_rule(mongo_url: str, db_name: str, tmp_pa
         res = CliRunner().invoke(app, ["users", "create", " Grace "], env=env)
         assert res.exit_code == 0, res.output
         assert [u["name"] for u in client[db_name].users.find({})] == ["Grace"]
+        res = CliRunner().invoke(app, ["users", "create", "GRACE"], env=env)
+        assert res.exit_code == 2 and "a user named 'GRACE' exists" in res.output, res.output
+        assert client[db_name].users.count_documents({}) == 1
     finally:
         client.drop_database(db_name)
         client.close()
