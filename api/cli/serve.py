@@ -6,15 +6,26 @@ from typing import Annotated
 
 import typer
 
-from api.cli.common import settings_or_exit
+from api.cli.common import run_or_exit, settings_or_exit
+from api.cli.index import preflight
 
 
 def serve(
     host: Annotated[str | None, typer.Option(help="Bind address (AUTONOTE_HOST)")] = None,
     port: Annotated[int | None, typer.Option(min=1, max=65535, help="Port (AUTONOTE_PORT)")] = None,
+    yes: Annotated[
+        bool,
+        typer.Option(
+            "--yes",
+            "-y",
+            help="Start re-indexing into a changed chunker or embedding model without asking",
+        ),
+    ] = False,
 ) -> None:
     """Serve the REST API. With no MONGODB_URL it starts the embedded database in
-    AUTONOTE_DATA_DIR; with no OPENAI_API_KEY it embeds with the local ONNX model."""
+    AUTONOTE_DATA_DIR; with no OPENAI_API_KEY it embeds with the local ONNX model. When the
+    chunker or embedding model changed, it says what re-indexing will cost and, on a
+    terminal, asks first (unless --yes)."""
     import os
 
     import structlog
@@ -27,6 +38,9 @@ def serve(
     if port is not None:
         os.environ["AUTONOTE_PORT"] = str(port)
     settings = settings_or_exit()
+    if not run_or_exit(preflight(settings, assume_yes=yes)):
+        typer.echo("autonote serve: not started (re-indexing declined)", err=True)
+        raise typer.Exit(1)
     if settings.autonote_metrics_token is None and not _loopback(settings.autonote_host):
         structlog.get_logger("autonote.serve").warning(
             "metrics.unprotected",
