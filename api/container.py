@@ -22,7 +22,7 @@ from api.db.search import choose_backend
 from api.importing.sandbox import ConversionSandbox
 from api.importing.service import ImportService
 from api.indexing.runtime import Indexing, build_indexing, build_switch, retention_for
-from api.indexing.switch import GenerationSwitch
+from api.indexing.switch import GenerationSwitch, ReindexGate
 from api.notes.repository import NotesRepository, NotesSearchQueries
 from api.notes.service import NotesService
 from api.providers import (
@@ -63,8 +63,11 @@ class Container:
     imports: ImportService
 
 
-async def build_container(settings: Settings, stack: AsyncExitStack) -> Container:
-    """Open the database and build every part; `stack` closes them in reverse order."""
+async def build_container(
+    settings: Settings, stack: AsyncExitStack, *, reindex_gate: ReindexGate | None = None
+) -> Container:
+    """Open the database and build every part; `stack` closes them in reverse order.
+    `reindex_gate`: asked before re-indexing into a changed chunker or model begins."""
     client, embedded = await stack.enter_async_context(open_database(settings))
     db = client[settings.mongodb_db]
     await ensure_indexes(db, cache_ttl_days=settings.autonote_embedding_cache_days)
@@ -76,7 +79,7 @@ async def build_container(settings: Settings, stack: AsyncExitStack) -> Containe
     chunker = build_chunker(settings, embedder)
     # Before the search index loads and before any run: who reads which generation.
     switch = build_switch(settings, db, chunker=chunker, embedder=embedder)
-    await switch.prepare()
+    await switch.prepare(reindex_gate)
     queries = QueryEmbedders(settings, openai_client)
     stack.push_async_callback(queries.aclose)
     search, sync = await build_search(settings, db, embedder, switch=switch, queries=queries)

@@ -1,5 +1,5 @@
 """`autonote index status`, and the confirmation `serve` and `worker` ask for before they
-start re-indexing every note into a new chunker or embedding model.
+start re-indexing every note into a new chunker or embedding model (`reindex_gate`).
 
 Heavy imports wait for the command body so `autonote --help` stays fast.
 """
@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from pymongo.asynchronous.database import AsyncDatabase
 
     from api.config import Settings
-    from api.indexing.switch import GenerationSwitch
+    from api.indexing.switch import GenerationSwitch, ReindexGate
+    from api.indexing.switch_estimate import ChangeEstimate
 
 
 def _switch(settings: Settings, db: AsyncDatabase) -> GenerationSwitch:
@@ -102,35 +103,37 @@ def render_status(status: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-async def confirm_reindex(
-    settings: Settings,
-    db: AsyncDatabase,
+def reindex_gate(
+    command: str,
     *,
     assume_yes: bool,
     interactive: bool | None = None,
     ask: Callable[[str], bool] | None = None,
-) -> bool:
-    """Before a start that re-indexes notes into a new chunker or model: on a terminal,
-    say what it will cost and ask (unless `assume_yes`); elsewhere go on (the start logs
-    `index.generation_change`). False: the operator declined."""
-    if assume_yes:
-        return True
-    if interactive is None:
-        interactive = sys.stdin.isatty() and sys.stdout.isatty()
-    if not interactive:
-        return True
-    estimate = await _switch(settings, db).estimate()
-    if estimate is None:
-        return True
-    typer.echo(estimate.describe(), err=True)
-    ask = ask or (lambda prompt: typer.confirm(prompt, default=False, err=True))
-    return ask("Start re-indexing?")
+) -> ReindexGate:
+    """What `serve` and `worker` do when their start-up would re-index notes into a changed
+    chunker or model: with `assume_yes`, go on (the cost is logged); on a terminal, print
+    the estimate and ask; without one, refuse in one line naming --yes (nobody confirmed
+    the cost)."""
 
+    async def gate(estimate: ChangeEstimate) -> None:
+        import asyncio
 
-async def preflight(settings: Settings, *, assume_yes: bool) -> bool:
-    """`confirm_reindex` on its own database connection (for `serve`, whose app opens its
-    own); skipped without a terminal."""
-    if assume_yes or not (sys.stdin.isatty() and sys.stdout.isatty()):
-        return True
-    async with database(settings) as db:
-        return await confirm_reindex(settings, db, assume_yes=False, interactive=True)
+        from api.errors import StartupError
+
+        if assume_yes:
+            return
+        tty = interactive
+        if tty is None:
+            tty = sys.stdin.isatty() and sys.stderr.isatty()
+        if not tty:
+            raise StartupError(
+                f"re-indexing {estimate.notes} notes into {estimate.target['embedding_model']} "
+                f"(chunker {estimate.target['chunking_version']}) needs confirmation: run "
+                f"`autonote {command} --yes` to start it (estimated {estimate.summary()})"
+            )
+        typer.echo(estimate.describe(), err=True)
+        confirm = ask or (lambda prompt: typer.confirm(prompt, default=False, err=True))
+        if not await asyncio.to_thread(confirm, "Start re-indexing?"):
+            raise StartupError(f"re-indexing declined: `autonote {command}` not started")
+
+    return gate

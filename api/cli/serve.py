@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from api.cli.common import run_or_exit, settings_or_exit
-from api.cli.index import preflight
+from api.cli.common import settings_or_exit
+from api.cli.index import reindex_gate
 
 
 def serve(
@@ -24,8 +24,8 @@ def serve(
 ) -> None:
     """Serve the REST API. With no MONGODB_URL it starts the embedded database in
     AUTONOTE_DATA_DIR; with no OPENAI_API_KEY it embeds with the local ONNX model. When the
-    chunker or embedding model changed, it says what re-indexing will cost and, on a
-    terminal, asks first (unless --yes)."""
+    chunker or embedding model changed, it says what re-indexing will cost and asks first
+    on a terminal; without one it refuses to start unless --yes."""
     import os
 
     import structlog
@@ -38,9 +38,6 @@ def serve(
     if port is not None:
         os.environ["AUTONOTE_PORT"] = str(port)
     settings = settings_or_exit()
-    if not run_or_exit(preflight(settings, assume_yes=yes)):
-        typer.echo("autonote serve: not started (re-indexing declined)", err=True)
-        raise typer.Exit(1)
     if settings.autonote_metrics_token is None and not _loopback(settings.autonote_host):
         structlog.get_logger("autonote.serve").warning(
             "metrics.unprotected",
@@ -48,8 +45,11 @@ def serve(
             detail="/metrics is readable by anyone who reaches the port; its counters show "
             "other users' activity: set AUTONOTE_METRICS_TOKEN",
         )
+    from api.app import create_app
+
+    gate = reindex_gate("serve", assume_yes=yes)
     uvicorn.run(
-        "api.app:create_app",
+        lambda: create_app(settings, reindex_gate=gate),
         factory=True,
         log_config=None,
         host=settings.autonote_host,

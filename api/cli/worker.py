@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from api.cli.common import database, run_or_exit, settings_or_exit
-from api.cli.index import confirm_reindex
+from api.cli.index import reindex_gate
 from api.config import Settings
 from api.db.search import search_backend
 
@@ -28,19 +28,17 @@ def worker(
 ) -> None:
     """Run indexing workers only (no HTTP). Start as many processes as you like: they
     share the queue through leases. Uses the same settings as `serve`. When the chunker or
-    embedding model changed, it says what re-indexing will cost and, on a terminal, asks
-    first (unless --yes)."""
+    embedding model changed, it says what re-indexing will cost and asks first on a
+    terminal; without one it refuses to start unless --yes."""
     settings = settings_or_exit()
     if not settings.chunking_enabled:
         # The API leaves notes `disabled` then; a worker must not index them behind its back.
         typer.echo("autonote worker: chunking is disabled (CHUNKING_ENABLED=false)", err=True)
         raise typer.Exit(2)
-    if not run_or_exit(_run_worker(settings, concurrency, assume_yes=yes)):
-        typer.echo("autonote worker: not started (re-indexing declined)", err=True)
-        raise typer.Exit(1)
+    run_or_exit(_run_worker(settings, concurrency, assume_yes=yes))
 
 
-async def _run_worker(settings: Settings, concurrency: int, *, assume_yes: bool) -> bool:
+async def _run_worker(settings: Settings, concurrency: int, *, assume_yes: bool) -> None:
     import signal
 
     import structlog
@@ -54,28 +52,28 @@ async def _run_worker(settings: Settings, concurrency: int, *, assume_yes: bool)
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with database(settings) as db:
-        if not await confirm_reindex(settings, db, assume_yes=assume_yes):
-            return False
         openai_client = build_openai_client(settings)
         embedder = build_embedder(settings, openai_client)
-        chunker = build_chunker(settings, embedder)
-        backend = await search_backend(db, settings)
-        indexing = build_indexing(
-            settings,
-            db,
-            chunker=chunker,
-            embedder=embedder,
-            concurrency=concurrency,
-            retain_s=retention_for(settings, backend),
-            blue_green=backend == "local",
-        )
-        # Who reads which generation, before any run (and the cost of a new one, logged).
-        await indexing.switch.prepare()
-        await indexing.workers.start()
-        log.info("worker.ready", concurrency=concurrency)
-        await stop.wait()
-        await indexing.workers.stop()
-        await embedder.aclose()
-        if openai_client is not None:
-            await openai_client.close()
-    return True
+        try:
+            chunker = build_chunker(settings, embedder)
+            backend = await search_backend(db, settings)
+            indexing = build_indexing(
+                settings,
+                db,
+                chunker=chunker,
+                embedder=embedder,
+                concurrency=concurrency,
+                retain_s=retention_for(settings, backend),
+                blue_green=backend == "local",
+            )
+            # Who reads which generation, before any run (the cost of a new one logged, and
+            # confirmed unless --yes).
+            await indexing.switch.prepare(reindex_gate("worker", assume_yes=assume_yes))
+            await indexing.workers.start()
+            log.info("worker.ready", concurrency=concurrency)
+            await stop.wait()
+            await indexing.workers.stop()
+        finally:
+            await embedder.aclose()
+            if openai_client is not None:
+                await openai_client.close()

@@ -37,6 +37,9 @@ from api.tasks import cancel_and_wait
 log = structlog.get_logger(__name__)
 
 SwitchListener = Callable[[Any, str], Awaitable[None]]
+# Asked before a start-up begins re-indexing into a new generation; raises `StartupError`
+# to refuse (`autonote serve` and `worker` ask on a terminal unless --yes).
+ReindexGate = Callable[[ChangeEstimate], Awaitable[None]]
 # A check after a commit waits this long at least, and ten times what the last check of
 # that user took (a user with many notes left reads them all on the embedded server).
 CHECK_DEBOUNCE_S = 1.0
@@ -101,19 +104,22 @@ class GenerationSwitch:
         estimate.sources = list(sources.values())
         return estimate if estimate.notes else None
 
-    async def prepare(self) -> ChangeEstimate | None:
+    async def prepare(self, gate: ReindexGate | None = None) -> ChangeEstimate | None:
         """Record which generation each user's search reads until their switch, start or
         resume the progress counters, log the cost; returns the estimate (None: nothing to
-        re-index)."""
+        re-index). `gate` sees the estimate first and may refuse (`StartupError`): then
+        nothing is written."""
         estimate = None
         if await self._changed():
             authors = await self.notes.by_author(self.target.key)
             tokens = await self.chunks.tokens_by_author(self.target.key)
-            await self._ensure_records(authors, tokens)
             estimate = await self._estimate(authors, tokens)
+            if estimate is not None:
+                log.info("index.generation_change", **estimate.as_log())
+                if gate is not None:
+                    await gate(estimate)
+            await self._ensure_records(authors, tokens)
         await self.load()
-        if estimate is not None:
-            log.info("index.generation_change", **estimate.as_log())
         return estimate
 
     async def _ensure_records(

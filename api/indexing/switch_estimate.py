@@ -120,19 +120,23 @@ class ChangeEstimate:
             "from_chunkers": sorted({str(s.get("chunking_version")) for s in self.sources}),
         }
 
-    def describe(self) -> str:
-        """One paragraph for a person (the confirmation prompt)."""
+    def summary(self) -> str:
+        """Tokens, cost and time in one clause (each an estimate)."""
         fields = self.as_log()
         cost = fields["estimated_cost_usd"]
         money = "unknown (no price for this model)" if cost is None else f"about ${cost:,.4f}"
         seconds = fields["estimated_seconds"]
         time = "unknown" if seconds is None else f"about {_duration(seconds)}"
+        return f"tokens to embed: {self.tokens:,}; cost: {money}; time: {time}"
+
+    def describe(self) -> str:
+        """One paragraph for a person (the confirmation prompt)."""
         return (
             f"The embedding model or chunker changed: {self.notes} notes of {self.users} "
-            f"users will be re-indexed with {fields['to_model']} "
-            f"(chunker {fields['to_chunker']}), beside the current index, which keeps "
-            f"serving search until each user's new index is complete.\n"
-            f"Estimated tokens to embed: {self.tokens:,}; cost: {money}; time: {time}."
+            f"users will be re-indexed with {self.target.get('embedding_model')} "
+            f"(chunker {self.target.get('chunking_version')}), beside the current index, "
+            f"which keeps serving search until each user's new index is complete.\n"
+            f"Estimated {self.summary()}."
         )
 
 
