@@ -21,7 +21,13 @@ from api.db.embedded import EmbeddedMongo
 from api.db.search import choose_backend
 from api.importing.sandbox import ConversionSandbox
 from api.importing.service import ImportService
-from api.indexing.runtime import Indexing, build_indexing, build_switch, retention_for
+from api.indexing.runtime import (
+    Indexing,
+    blue_green_for,
+    build_indexing,
+    build_switch,
+    retention_for,
+)
 from api.indexing.switch import GenerationSwitch, ReindexGate
 from api.notes.repository import NotesRepository, NotesSearchQueries
 from api.notes.service import NotesService
@@ -95,7 +101,7 @@ async def build_container(
         commit_scope=sync.committing if sync is not None else None,
         retain_s=retention_for(settings, search.backend.name),
         switch=switch,
-        blue_green=search.backend.name == "local",
+        blue_green=blue_green_for(settings, search.backend.name),
     )
     notes = build_notes(settings, db, chunker, indexing, sync)
     return Container(
@@ -155,7 +161,8 @@ async def build_search(
             index,
             model_key=embedding_model_key(embedder),
             poll_s=settings.autonote_search_poll_s,
-            generation=switch.target.key,
+            # Untracked without blue/green: each note is served once its new model made it.
+            generation=switch.target.key if settings.autonote_blue_green else None,
         )
         await sync.start()
         switch.on_switch.append(sync.switched)

@@ -43,7 +43,7 @@ async def _run_worker(settings: Settings, concurrency: int, *, assume_yes: bool)
 
     import structlog
 
-    from api.indexing.runtime import build_indexing, retention_for
+    from api.indexing.runtime import blue_green_for, build_indexing, retention_for
     from api.providers import build_chunker, build_embedder, build_openai_client
 
     log = structlog.get_logger("autonote.worker")
@@ -64,7 +64,7 @@ async def _run_worker(settings: Settings, concurrency: int, *, assume_yes: bool)
                 embedder=embedder,
                 concurrency=concurrency,
                 retain_s=retention_for(settings, backend),
-                blue_green=backend == "local",
+                blue_green=blue_green_for(settings, backend),
             )
             # Who reads which generation, before any run (the cost of a new one logged, and
             # confirmed unless --yes).

@@ -25,6 +25,12 @@ def retention_for(settings: Settings, backend: str) -> float:
     return settings.atlas_index_lag_s if backend == "atlas" else 0.0
 
 
+def blue_green_for(settings: Settings, backend: str) -> bool:
+    """Whether a new chunker or model is built beside the serving index: on the local
+    search backend, unless AUTONOTE_BLUE_GREEN=false (Atlas keeps one vector index)."""
+    return settings.autonote_blue_green and backend == "local"
+
+
 def build_switch(
     settings: Settings, db: AsyncDatabase, *, chunker: Any, embedder: Any
 ) -> GenerationSwitch:

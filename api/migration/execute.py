@@ -20,7 +20,7 @@ import typer
 
 from api.db.search import search_backend
 from api.errors import StartupError
-from api.indexing.runtime import retention_for
+from api.indexing.runtime import blue_green_for, retention_for
 from api.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -257,7 +257,7 @@ async def _run(
         embedder=embedder,
         concurrency=options.concurrency,
         retain_s=retention_for(settings, backend),
-        blue_green=backend == "local",
+        blue_green=blue_green_for(settings, backend),
     )
     # A new chunker or model: users keep reading their generation until it is complete.
     await indexing.switch.prepare()
