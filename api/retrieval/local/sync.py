@@ -132,9 +132,16 @@ class LocalIndexSync:
                 self.serving.add_reader(str(record["_id"]), generation, model)
 
     def _wanted(self, note: dict[str, Any]) -> list[tuple[Serving, tuple[Any, int, int] | None]]:
-        """Each index that follows the note's author, with the version it should hold."""
-        holding = self.serving.holding(str(note.get("author_id")))
-        return [(serving, version_for(note, serving)) for serving in holding]
+        """Each index that follows the note's author and must change, with the version it
+        should hold. An older generation's index that holds that version already is left
+        alone: its answers stay exactly what they were (tie order included)."""
+        wanted = []
+        for serving in self.serving.holding(str(note.get("author_id"))):
+            want = version_for(note, serving)
+            held = serving.index.note_version(str(note["_id"]))
+            if serving.configured or want is None or held != want[1]:
+                wanted.append((serving, want))
+        return wanted
 
     async def _load_batch(self, notes: list[dict[str, Any]]) -> int:
         with self._reading() as started:
