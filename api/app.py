@@ -21,6 +21,7 @@ from api.container import Container, build_container
 from api.error_handlers import install_error_handlers
 from api.errors import DatabaseUnavailable, StartupError, Unauthorized
 from api.importing.routes import router as import_router
+from api.indexing.switch import ReindexGate
 from api.logging import configure_logging
 from api.middleware import (
     AuthenticateFirstMiddleware,
@@ -54,14 +55,14 @@ def _banner(key: str, key_file: str, base_url: str) -> None:
     )
 
 
-def build_lifespan(settings: Settings):
+def build_lifespan(settings: Settings, reindex_gate: ReindexGate | None = None):
     """The lifespan owning every client; shutdown runs in the reverse order of start-up."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
             try:
-                container = await build_container(settings, stack)
+                container = await build_container(settings, stack, reindex_gate=reindex_gate)
             except StartupError as exc:
                 log.error("app.startup_failed", error=str(exc))
                 raise
@@ -86,8 +87,12 @@ def build_lifespan(settings: Settings):
     return lifespan
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the application (settings from the environment unless given)."""
+def create_app(
+    settings: Settings | None = None, *, reindex_gate: ReindexGate | None = None
+) -> FastAPI:
+    """Build the application (settings from the environment unless given). `reindex_gate`:
+    asked before start-up begins re-indexing into a changed chunker or model (`autonote
+    serve` asks on a terminal); without one the start-up logs the cost and goes on."""
     settings = settings or load_settings()
     configure_logging(settings.log_level, settings.log_json)
     setup_telemetry()
@@ -95,7 +100,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         title="Autonote",
         version="0.1.0",
         summary="Markdown notes with heading-aware chunks, hybrid search and cited chat.",
-        lifespan=build_lifespan(settings),
+        lifespan=build_lifespan(settings, reindex_gate),
         dependencies=[Depends(single_query_values)],
     )
     install_error_handlers(app)

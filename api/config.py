@@ -81,6 +81,10 @@ class Settings(BaseSettings):
     # How often the local search index reads commits made by other processes (this
     # process's own commits are applied at once: see LocalIndexSync.catch_up).
     autonote_search_poll_s: float = Field(0.5, gt=0, le=3600)
+    # A new chunker or embedding model is built beside the index that serves search, which
+    # keeps answering each user until their new one is complete (the local backend). False:
+    # notes are re-indexed in place; with a new model each leaves search until re-embedded.
+    autonote_blue_green: bool = True
 
     # Server, auth, limits.
     autonote_admin_token: SecretStr | None = None

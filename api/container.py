@@ -21,10 +21,18 @@ from api.db.embedded import EmbeddedMongo
 from api.db.search import choose_backend
 from api.importing.sandbox import ConversionSandbox
 from api.importing.service import ImportService
-from api.indexing.runtime import Indexing, build_indexing, retention_for
+from api.indexing.runtime import (
+    Indexing,
+    blue_green_for,
+    build_indexing,
+    build_switch,
+    retention_for,
+)
+from api.indexing.switch import GenerationSwitch, ReindexGate
 from api.notes.repository import NotesRepository, NotesSearchQueries
 from api.notes.service import NotesService
 from api.providers import (
+    QueryEmbedders,
     build_chat_model,
     build_chunker,
     build_embedder,
@@ -61,8 +69,11 @@ class Container:
     imports: ImportService
 
 
-async def build_container(settings: Settings, stack: AsyncExitStack) -> Container:
-    """Open the database and build every part; `stack` closes them in reverse order."""
+async def build_container(
+    settings: Settings, stack: AsyncExitStack, *, reindex_gate: ReindexGate | None = None
+) -> Container:
+    """Open the database and build every part; `stack` closes them in reverse order.
+    `reindex_gate`: asked before re-indexing into a changed chunker or model begins."""
     client, embedded = await stack.enter_async_context(open_database(settings))
     db = client[settings.mongodb_db]
     await ensure_indexes(db, cache_ttl_days=settings.autonote_embedding_cache_days)
@@ -72,7 +83,12 @@ async def build_container(settings: Settings, stack: AsyncExitStack) -> Containe
     embedder = build_embedder(settings, openai_client)
     stack.push_async_callback(embedder.aclose)
     chunker = build_chunker(settings, embedder)
-    search, sync = await build_search(settings, db, embedder)
+    # Before the search index loads and before any run: who reads which generation.
+    switch = build_switch(settings, db, chunker=chunker, embedder=embedder)
+    await switch.prepare(reindex_gate)
+    queries = QueryEmbedders(settings, openai_client)
+    stack.push_async_callback(queries.aclose)
+    search, sync = await build_search(settings, db, embedder, switch=switch, queries=queries)
     if sync is not None:
         stack.push_async_callback(sync.stop)
     indexing = build_indexing(
@@ -84,6 +100,8 @@ async def build_container(settings: Settings, stack: AsyncExitStack) -> Containe
         listeners=[sync.refresh_note] if sync is not None else [],
         commit_scope=sync.committing if sync is not None else None,
         retain_s=retention_for(settings, search.backend.name),
+        switch=switch,
+        blue_green=blue_green_for(settings, search.backend.name),
     )
     notes = build_notes(settings, db, chunker, indexing, sync)
     return Container(
@@ -118,9 +136,16 @@ def build_users(settings: Settings, db: AsyncDatabase) -> UsersService:
 
 
 async def build_search(
-    settings: Settings, db: AsyncDatabase, embedder: Embedder
+    settings: Settings,
+    db: AsyncDatabase,
+    embedder: Embedder,
+    *,
+    switch: GenerationSwitch,
+    queries: QueryEmbedders,
 ) -> tuple[RetrievalService, LocalIndexSync | None]:
-    """The search backend SEARCH_BACKEND asks for (auto: probe the server), loaded."""
+    """The search backend SEARCH_BACKEND asks for (auto: probe the server), loaded. On the
+    local backend, users whose notes are being re-indexed into a new generation keep
+    reading their previous one (`switch` tells who, and who switched since)."""
     backend_name = await choose_backend(
         db,
         settings.search_backend,
@@ -136,16 +161,26 @@ async def build_search(
             index,
             model_key=embedding_model_key(embedder),
             poll_s=settings.autonote_search_poll_s,
+            # Untracked without blue/green: each note is served once its new model made it.
+            generation=switch.target.key if settings.autonote_blue_green else None,
         )
         await sync.start()
-        backend = LocalBackend(index, catch_up=sync.catch_up)
+        switch.on_switch.append(sync.switched)
+        for older in sync.serving.older():  # load previous models now, not on a query
+            if queries(older.model_key) is None:
+                log.warning("search.previous_model_unavailable", model=older.model_key)
+        backend = LocalBackend(index, catch_up=sync.catch_up, serving=sync.serving)
     else:
         backend = AtlasBackend(
             db, vector_index=settings.atlas_vector_index, text_index=settings.atlas_text_index
         )
     log.info("search.backend", backend=backend_name)
     service = RetrievalService(
-        backend, embedder, NotesSearchQueries(db), chunking_enabled=settings.chunking_enabled
+        backend,
+        embedder,
+        NotesSearchQueries(db),
+        chunking_enabled=settings.chunking_enabled,
+        query_embedders=queries,
     )
     return service, sync
 

@@ -18,6 +18,28 @@ if TYPE_CHECKING:
 
 DEFAULT_OPENAI_EMBEDDING = ("text-embedding-3-small", 1536)
 
+# USD per 1M input tokens (OpenAI list prices). Unknown models have no estimate.
+PRICE_PER_MILLION_TOKENS: dict[str, float] = {
+    "text-embedding-3-small": 0.02,
+    "text-embedding-3-large": 0.13,
+    "text-embedding-ada-002": 0.10,
+}
+# Embedding throughput assumed before a re-embed has measured its own (tokens per second):
+# the local model on 2 cores (docs/indexing.md), OpenAI with four concurrent requests.
+NOMINAL_TOKENS_PER_S = {"local": 3_000.0, "openai": 20_000.0}
+
+
+def price_per_million(provider: str, model: str) -> float | None:
+    """Price of 1M embedding tokens for `model`; 0 for a local model, None if unknown."""
+    if provider == "local":
+        return 0.0
+    return PRICE_PER_MILLION_TOKENS.get(model)
+
+
+def cost_usd(tokens: int, price: float | None) -> float | None:
+    """Cost of embedding `tokens` at `price` per 1M tokens (None when the price is unknown)."""
+    return None if price is None else tokens * price / 1_000_000
+
 
 def build_openai_client(settings: Settings) -> AsyncOpenAI | None:
     """An `AsyncOpenAI` when a key or a base URL is configured (retries are ours)."""
@@ -60,6 +82,48 @@ def build_embedder(settings: Settings, openai_client: AsyncOpenAI | None) -> Emb
     return LocalEmbedder(batch_size=settings.embedding_batch_size)
 
 
+class QueryEmbedders:
+    """Embedders of the models of older index generations, for the queries of users whose
+    search still reads one while their notes are re-indexed with the configured model:
+    the local model can always be built; an OpenAI model only while an OpenAI client (a
+    key) is configured. Built once per model key, closed with `aclose`."""
+
+    def __init__(self, settings: Settings, openai_client: AsyncOpenAI | None) -> None:
+        self.settings = settings
+        self.openai_client = openai_client
+        self._built: dict[str, Embedder | None] = {}
+
+    def __call__(self, model_key: str) -> Embedder | None:
+        if model_key not in self._built:
+            self._built[model_key] = self._build(model_key)
+        return self._built[model_key]
+
+    def _build(self, model_key: str) -> Embedder | None:
+        from connectors.embeddings.local import LocalEmbedder
+
+        name = model_key.rpartition("@")[0]
+        dimensions = model_dimensions(model_key)
+        if name == LocalEmbedder.model and dimensions == LocalEmbedder.dimensions:
+            return LocalEmbedder(batch_size=self.settings.embedding_batch_size)
+        if self.openai_client is None or self.settings.openai_api_key is None or not dimensions:
+            return None
+        from connectors.embeddings.openai import OpenAIEmbedder
+
+        return OpenAIEmbedder(
+            self.openai_client,
+            name,
+            dimensions,
+            max_attempts=self.settings.openai_max_retries,
+            timeout_s=self.settings.openai_timeout_s,
+        )
+
+    async def aclose(self) -> None:
+        for embedder in self._built.values():
+            if embedder is not None:
+                await embedder.aclose()
+        self._built.clear()
+
+
 @asynccontextmanager
 async def environment_embedder(openai_api_key: str | None = None) -> AsyncIterator[Embedder]:
     """The embedder the environment configures, built as the app builds it, for one-off
@@ -94,6 +158,14 @@ def build_chat_model(settings: Settings, openai_client: AsyncOpenAI | None) -> C
 def embedding_model_key(embedder: Embedder) -> str:
     """What chunks record as `embedding_model`: vectors are comparable only when equal."""
     return f"{embedder.model}@{embedder.dimensions}"
+
+
+def model_dimensions(model_key: str | None) -> int | None:
+    """The dimensions encoded in a model key ("name@384" -> 384), None if absent."""
+    if not model_key or "@" not in model_key:
+        return None
+    tail = model_key.rsplit("@", 1)[1]
+    return int(tail) if tail.isdigit() else None
 
 
 def build_chunker(settings: Settings, embedder: Embedder) -> Chunker:

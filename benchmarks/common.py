@@ -59,6 +59,7 @@ PAGES = {
     "fuzz": "faults.md",
     "load": "load.md",
     "migration_live": "migration.md",
+    "model_switch": "model-switch.md",
 }
 # Sections of the one-off studies in benchmarks/investigations/ (not run by `make bench`).
 INVESTIGATIONS = {

@@ -33,6 +33,7 @@ CLAIMS: dict[str, tuple[list[str], dict[str, str]]] = {
     "retrieval": (["-m", "benchmarks.retrieval"], {}),
     "search_catch_up": (["-m", "benchmarks.search_catch_up"], {}),
     "migration_live": (["-m", "benchmarks.migration_live"], {}),
+    "model_switch": (["-m", "benchmarks.model_switch"], {}),
     "fuzz": (
         [
             "-m",

@@ -9,6 +9,7 @@ from api.cli.check import check
 from api.cli.evaluate import evaluate_command, optimize_command
 from api.cli.export import export_notes
 from api.cli.imports import import_files
+from api.cli.index import index_status
 from api.cli.indexes import indexes_create
 from api.cli.migrate import migrate
 from api.cli.serve import serve, setup_offline
@@ -25,11 +26,16 @@ app = typer.Typer(
 )
 users_app = typer.Typer(help="Manage users and API keys.", no_args_is_help=True)
 indexes_app = typer.Typer(help="Manage the Atlas Search indexes.", no_args_is_help=True)
+index_app = typer.Typer(
+    help="The search index: progress of re-indexing into a new chunker or model.",
+    no_args_is_help=True,
+)
 eval_app = typer.Typer(
     help="Measure retrieval quality (Recall@k, MRR) on a labelled dataset.", no_args_is_help=True
 )
 app.add_typer(users_app, name="users")
 app.add_typer(indexes_app, name="indexes")
+app.add_typer(index_app, name="index")
 app.add_typer(eval_app, name="eval")
 
 app.command("serve")(serve)
@@ -42,6 +48,7 @@ app.command("migrate")(migrate)
 app.command("check")(check)
 users_app.command("create")(users_create)
 indexes_app.command("create")(indexes_create)
+index_app.command("status")(index_status)
 eval_app.command("run")(evaluate_command)
 eval_app.command("optimize-chunk-size")(optimize_command)
 

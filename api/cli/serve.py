@@ -7,14 +7,25 @@ from typing import Annotated
 import typer
 
 from api.cli.common import settings_or_exit
+from api.cli.index import reindex_gate
 
 
 def serve(
     host: Annotated[str | None, typer.Option(help="Bind address (AUTONOTE_HOST)")] = None,
     port: Annotated[int | None, typer.Option(min=1, max=65535, help="Port (AUTONOTE_PORT)")] = None,
+    yes: Annotated[
+        bool,
+        typer.Option(
+            "--yes",
+            "-y",
+            help="Start re-indexing into a changed chunker or embedding model without asking",
+        ),
+    ] = False,
 ) -> None:
     """Serve the REST API. With no MONGODB_URL it starts the embedded database in
-    AUTONOTE_DATA_DIR; with no OPENAI_API_KEY it embeds with the local ONNX model."""
+    AUTONOTE_DATA_DIR; with no OPENAI_API_KEY it embeds with the local ONNX model. When the
+    chunker or embedding model changed, it says what re-indexing will cost and asks first
+    on a terminal; without one it refuses to start unless --yes."""
     import os
 
     import structlog
@@ -34,8 +45,11 @@ def serve(
             detail="/metrics is readable by anyone who reaches the port; its counters show "
             "other users' activity: set AUTONOTE_METRICS_TOKEN",
         )
+    from api.app import create_app
+
+    gate = reindex_gate("serve", assume_yes=yes)
     uvicorn.run(
-        "api.app:create_app",
+        lambda: create_app(settings, reindex_gate=gate),
         factory=True,
         log_config=None,
         host=settings.autonote_host,

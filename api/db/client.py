@@ -20,6 +20,7 @@ from pymongo.errors import (
     WTimeoutError,
 )
 
+from api.chunk_store.generations import SEARCH_GENERATIONS_INDEXES, backfill_generations
 from api.config import Settings
 from api.db.embedded import EmbeddedMongo, embedded_server
 from api.observability import MongoSpanListener
@@ -129,7 +130,18 @@ NOTES_INDEXES = [
     # Every process's local search index polls commits by `indexed_at`, twice a second
     # (without it, each poll scanned every note).
     IndexModel([("indexed_at", ASCENDING)], name="indexed_at"),
+    # Blue/green re-indexing: a user's notes not yet in the configured generation (is the
+    # user's new index complete?), and the notes still missing the field.
+    IndexModel(
+        [("generation", ASCENDING), ("author_id", ASCENDING), ("status", ASCENDING)],
+        name="generation_author_status",
+    ),
 ]
+
+CHUNK_UNIQUE_INDEX = "note_generation_version_chunk_unique"
+# Unique per (note_id, note_version, chunk_index), from before generations: it would refuse
+# a new generation's chunks beside the old ones. Replaced on startup (`_chunks_by_generation`).
+_LEGACY_CHUNK_UNIQUE_INDEX = "note_version_chunk_unique"
 
 NOTE_CHUNKS_INDEXES = [
     # Chunks by note, by note and position, by version, and by note and version ...
@@ -141,10 +153,17 @@ NOTE_CHUNKS_INDEXES = [
     IndexModel(
         [("note_id", ASCENDING), ("note_version", ASCENDING)], name="note_id_1_note_version_1"
     ),
-    # ... plus uniqueness of a chunk within a version, and per-user loading.
+    # ... plus uniqueness of a chunk within a version of one generation (two generations of
+    # a version live side by side while a new model or chunker is built), and per-user
+    # loading.
     IndexModel(
-        [("note_id", ASCENDING), ("note_version", ASCENDING), ("chunk_index", ASCENDING)],
-        name="note_version_chunk_unique",
+        [
+            ("note_id", ASCENDING),
+            ("generation", ASCENDING),
+            ("note_version", ASCENDING),
+            ("chunk_index", ASCENDING),
+        ],
+        name=CHUNK_UNIQUE_INDEX,
         unique=True,
     ),
     IndexModel([("author_id", ASCENDING), ("note_id", ASCENDING)], name="author_note"),
@@ -153,6 +172,9 @@ NOTE_CHUNKS_INDEXES = [
         [("author_id", ASCENDING), ("embedding_model", ASCENDING), ("content_hash", ASCENDING)],
         name="author_model_hash",
     ),
+    # A user's chunks of other generations (dropped when the user switches), the chunks
+    # still missing the field, and which generations exist.
+    IndexModel([("generation", ASCENDING), ("author_id", ASCENDING)], name="generation_author"),
 ]
 
 USERS_INDEXES = [
@@ -210,12 +232,29 @@ async def _key_user_names(db: AsyncDatabase) -> None:
             log.warning("db.user_name_taken", user_id=str(user["_id"]), name=user["name"])
 
 
+async def _chunks_by_generation(db: AsyncDatabase) -> None:
+    """Chunks are unique per (note, generation, version, index). The new unique index is
+    created FIRST (chunks unique under the old index are unique under the new one, even
+    before they have a `generation`), then the old one is dropped, then chunks and notes
+    written before generations get theirs (`backfill_generations`)."""
+    await db.note_chunks.create_indexes(NOTE_CHUNKS_INDEXES)
+    try:
+        await db.note_chunks.drop_index(_LEGACY_CHUNK_UNIQUE_INDEX)
+    except OperationFailure as exc:
+        if exc.code not in (26, 27):  # NamespaceNotFound / IndexNotFound
+            raise
+    chunks, notes = await backfill_generations(db)
+    if chunks or notes:
+        log.info("db.generations_backfilled", chunks=chunks, notes=notes)
+
+
 async def ensure_indexes(db: AsyncDatabase, *, cache_ttl_days: int = 30) -> None:
     """Create every index the app relies on. Idempotent: existing indexes are left as they
     are, except the embedding cache's TTL, which follows `cache_ttl_days`."""
     await db.notes.create_indexes(NOTES_INDEXES)
-    await db.note_chunks.create_indexes(NOTE_CHUNKS_INDEXES)
+    await _chunks_by_generation(db)
     log.info("note_chunks_indexes_created", count=len(NOTE_CHUNKS_INDEXES))
+    await db.search_generations.create_indexes(SEARCH_GENERATIONS_INDEXES)
     await db.users.create_indexes(USERS_INDEXES)
     await _key_user_names(db)
     await db.api_keys.create_indexes(API_KEYS_INDEXES)

@@ -1,7 +1,8 @@
 """Committing a run's version: the flip of `indexed_version` fenced by the lease (inside a
-transaction when the indexed version itself is re-indexed), eviction of the older versions,
-removal of a trashed note's chunks, and clean-up after a run whose commit was refused.
-`Reconciler` (`api.indexing.reconciler`) computes the version; these are its commit steps.
+transaction when the indexed version itself is re-indexed), eviction of the older versions
+(never the version the note keeps for an older generation's readers: `served`), removal of a
+trashed note's chunks, and clean-up after a run whose commit was refused. `Reconciler`
+(`api.indexing.reconciler`) computes the version; these are its commit steps.
 """
 
 from __future__ import annotations
@@ -20,11 +21,19 @@ from pymongo.errors import OperationFailure
 
 from api import observability as obs
 from api.chunk_store.cache import EmbeddingCacheRepository
-from api.chunk_store.repository import ChunksRepository
+from api.chunk_store.repository import ChunksRepository, Pinned
+from api.indexing.generation import (
+    Generation,
+    indexed_pin,
+    note_generation,
+    served_expression,
+    served_pin,
+)
 from api.indexing.lease import finish_eviction, while_unavailable
 from api.indexing.queue import IndexQueue
 from api.indexing.records import index_fields, index_stats
 from api.indexing.reuse import cache_evicted
+from api.indexing.switch import GenerationSwitch
 from api.indexing.types import IndexOutcome, IndexStats, ReconcilerConfig
 
 log = structlog.get_logger(__name__)
@@ -47,6 +56,11 @@ class VersionCommits:
     config: ReconcilerConfig
     listeners: list[IndexListener]
     commit_scope: CommitScope
+    switch: GenerationSwitch | None
+
+    @property
+    def generation(self) -> Generation:
+        raise NotImplementedError
 
     async def _write_new_version(
         self,
@@ -66,22 +80,27 @@ class VersionCommits:
         # chunks (deleting them would leave an indexed note with none).
         if not await self._may_replace(note_id, token, version, same_version=False):
             return None
-        await self.chunks.delete_version(note_id, version)
+        await self.chunks.delete_version(note_id, version, generation=self.generation.key)
         await self.chunks.insert_version(docs)
         previous = self._retained_version(note, version)
-        done = await self._complete(
+        committed = await self._commit(
             note, token, version, chunks, stats, written=len(docs), evict=True, keep=previous
         )
-        if done is None:
+        if committed is None:
             await self._drop_fenced(note_id, version, docs)
             return None
+        done, updated = committed
         # Committed: the old versions are garbage, except one kept searchable for a while
-        # (`retain_s`), which the maintenance sweep evicts once due. A database blip is
-        # retried here; a process killed right now leaves `evict_pending` for the sweep.
+        # (`retain_s`), which the maintenance sweep evicts once due, and the one kept for an
+        # older generation's readers. A database blip is retried here; a process killed
+        # right now leaves `evict_pending` for the sweep.
         live = {d["content_hash"] for d in docs}
+        pin = served_pin(updated)
         await while_unavailable(
             "note.evict_retry",
-            lambda: self._evict(note_id, previous or version, existing, live),
+            lambda: self._evict(
+                note_id, previous or version, existing, live, pin, others=previous is None
+            ),
             self.config.lease_s,
         )
         if previous is None:
@@ -110,6 +129,33 @@ class VersionCommits:
     ) -> IndexOutcome | None:
         """Commit the run (fenced by its lease): the note's index fields, then (outside a
         transaction) metrics and listeners. None when the lease was lost."""
+        committed = await self._commit(
+            note,
+            token,
+            version,
+            chunks,
+            stats,
+            written=written,
+            session=session,
+            evict=evict,
+            keep=keep,
+        )
+        return None if committed is None else committed[0]
+
+    async def _commit(
+        self,
+        note: dict[str, Any],
+        token: str,
+        version: int | None,
+        chunks: list[Any],
+        stats: IndexStats,
+        *,
+        written: int,
+        session: Any = None,
+        evict: bool = False,
+        keep: int | None = None,
+    ) -> tuple[IndexOutcome, dict[str, Any]] | None:
+        """`_complete`, also returning the note as committed."""
         now = datetime.now(UTC)
         fields = index_fields(
             version,
@@ -124,15 +170,19 @@ class VersionCommits:
         if keep is not None:  # searchable until then (atlas_pipelines.current_version_guard)
             fields["previous_indexed_version"] = keep
             fields["evict_after"] = now + timedelta(seconds=self.config.retain_s)
+        computed = {}
+        if self.config.blue_green or version is None:
+            prior = note_generation(note)
+            computed["served"] = served_expression(self.generation, version, prior)
         async with self.commit_scope(note):
             updated = await self.queue.complete(
-                note["_id"], token, fields=fields, now=now, session=session
+                note["_id"], token, fields=fields, now=now, session=session, computed=computed
             )
             if updated is None:
                 return None
             if session is None:
                 await self._after_commit(note, updated, stats, now, written)
-        return IndexOutcome(note["_id"], updated["index_status"], stats)
+        return IndexOutcome(note["_id"], updated["index_status"], stats), updated
 
     async def _after_commit(
         self,
@@ -173,7 +223,9 @@ class VersionCommits:
         client = self.db.client
         try:
             async with client.start_session() as session, await session.start_transaction():
-                await self.chunks.delete_version(note["_id"], version, session=session)
+                await self.chunks.delete_version(
+                    note["_id"], version, session=session, generation=self._swapped(note)
+                )
                 await self.chunks.insert_version(docs, session=session)
                 done = await self._complete(
                     note, token, version, chunks, stats, written=len(docs), session=session
@@ -208,7 +260,7 @@ class VersionCommits:
         fenced by the lease (readers may see the version's chunks missing in between)."""
         if not await self._may_replace(note["_id"], token, version, same_version=True):
             return None
-        await self.chunks.delete_version(note["_id"], version)
+        await self.chunks.delete_version(note["_id"], version, generation=self._swapped(note))
         await self.chunks.insert_version(docs)
         done = await self._complete(note, token, version, chunks, stats, written=len(docs))
         if done is None:
@@ -217,16 +269,26 @@ class VersionCommits:
             await cache_evicted(self.cache, existing, keep={d["content_hash"] for d in docs})
         return done
 
+    def _swapped(self, note: dict[str, Any]) -> str | None:
+        """The generation whose chunks a swap replaces: this one (a repair), or, without
+        blue/green, every generation of the version (None)."""
+        if note_generation(note) == self.generation.key:
+            return self.generation.key
+        return None
+
     async def _may_replace(
         self, note_id: ObjectId, token: str, version: int, *, same_version: bool
     ) -> bool:
         """Whether this run may delete `version`'s chunks to write its own: it still holds
-        its lease (nobody took the note over), and `version` is the indexed one only when
-        this run re-indexes it."""
+        its lease (nobody took the note over), and `version` is the indexed one (of this
+        generation, with blue/green) only when this run re-indexes it."""
         current = await self.queue.holding(note_id, token)
         if current is None:
             return False
-        return (current.get("indexed_version") == version) == same_version
+        indexed = current.get("indexed_version") == version
+        if self.config.blue_green and not same_version:
+            indexed = indexed_pin(current) == (self.generation.key, version)
+        return indexed == same_version
 
     async def _drop_fenced(
         self, note_id: ObjectId, version: int, docs: list[dict[str, Any]]
@@ -262,15 +324,28 @@ class VersionCommits:
         keep_version: int,
         existing: list[dict[str, Any]],
         live: set[str],
+        pin: Pinned | None = None,
+        *,
+        others: bool = True,
     ) -> None:
-        """Delete the note's versions older than `keep_version`; vectors not `live` in the
-        new version move to the embedding cache (a retained version's too, now)."""
+        """Delete the note's versions older than `keep_version`, and (`others`) other
+        generations' chunks up to it, but never `pin` (kept for an older generation's
+        readers); vectors not `live` in the new version move to the embedding cache (a
+        retained version's too, now)."""
         if existing:
-            await cache_evicted(self.cache, existing, keep=live)
+            pinned = [d for d in existing if (d.get("generation"), d["note_version"]) != pin]
+            await cache_evicted(self.cache, pinned, keep=live)
         # Older versions only, and always (a run that lost its lease may have written some
         # after `existing` was read). Never a newer one: the commit released the lease, so
         # another worker may already be writing the next version.
-        await self.chunks.delete_older_versions(note_id, keep_version)
+        if pin is None:
+            await self.chunks.delete_older_versions(note_id, keep_version)
+        else:
+            await self.chunks.delete_older_versions(note_id, keep_version, pin)
+        if others:
+            await self.chunks.delete_other_generations(
+                note_id, self.generation.key, keep_version, pin
+            )
 
     async def _remove(
         self, note: dict[str, Any], token: str, started: float
@@ -284,7 +359,7 @@ class VersionCommits:
         here are deleted, never chunks another run wrote since."""
         existing = await self.chunks.for_note(note["_id"], with_vectors=True)
         await cache_evicted(self.cache, existing, keep=set())
-        await self.chunks.delete_ids([d["_id"] for d in existing])
+        await self.chunks.delete_ids([d["_id"] for d in existing])  # `served` ones too
         stats = index_stats(0, 0, 0, started)
         done = None
         try:

@@ -22,6 +22,7 @@ from pymongo.errors import PyMongoError
 from api import observability as obs
 from api.chunk_store.repository import ChunksRepository
 from api.db.client import is_unavailable
+from api.indexing.generation import note_generation, served_pin
 from api.indexing.queue import IndexQueue
 from api.indexing.records import backoff_seconds
 from api.indexing.types import Progress, ReconcilerConfig
@@ -72,17 +73,26 @@ async def while_unavailable(event: str, op: Callable[[], Awaitable[Any]], budget
 
 
 async def evict_flagged(queue: IndexQueue, chunks: ChunksRepository, note: dict[str, Any]) -> int:
-    """Finish the eviction a commit flagged on `note` (a document with its `_id` and
-    `indexed_version`): delete the versions older than the indexed one, then clear the
-    flag; returns the chunks deleted. Safe whoever holds the note now: a version older than
-    the indexed one is never live again."""
+    """Finish the eviction a commit flagged on `note` (a document with its `_id`,
+    `indexed_version`, `generation` and `served`): delete the versions older than the
+    indexed one and other generations' chunks up to it, except what the note keeps for an
+    older generation's readers, then clear the flag; returns the chunks deleted. Safe
+    whoever holds the note now: a version older than the indexed one is never live
+    again."""
     if note.get("indexed_version") is None:
         # Trashed since: its removal deleted every chunk. Left set, such flags filled the
         # 500 the sweep reads and starved real evictions.
         await queue.clear_eviction(note["_id"], None)
         return 0
     version = int(note["indexed_version"])
-    deleted = await chunks.delete_older_versions(note["_id"], version)
+    pin = served_pin(note)
+    if pin is None:
+        deleted = await chunks.delete_older_versions(note["_id"], version)
+    else:  # never what the note keeps for an older generation's readers
+        deleted = await chunks.delete_older_versions(note["_id"], version, pin)
+    generation = note_generation(note)
+    if generation is not None:
+        deleted += await chunks.delete_other_generations(note["_id"], generation, version, pin)
     await queue.clear_eviction(note["_id"], version)
     return deleted
 

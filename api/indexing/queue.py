@@ -46,13 +46,15 @@ class IndexQueue(ClaimQueries):
         fields: dict[str, Any],
         now: datetime,
         session: AsyncClientSession | None = None,
+        computed: dict[str, Any] | None = None,
     ) -> dict[str, Any] | None:
-        """Record the new index state and release the lease. The note ends `indexed` unless
-        it changed meanwhile (an edit or a recheck set it back to `pending`): then it stays
-        pending and is claimable at once. Either way the run succeeded, so the attempts
-        start again from 0 (else a recheck during the last attempt leaves a pending note
-        that no claim can take). Returns the updated note, or None if the lease was
-        lost."""
+        """Record the new index state (`fields`, literal values; `computed`, expressions on
+        the note as it is when the commit lands) and release the lease. The note ends
+        `indexed` unless it changed meanwhile (an edit or a recheck set it back to
+        `pending`): then it stays pending and is claimable at once. Either way the run
+        succeeded, so the attempts start again from 0 (else a recheck during the last
+        attempt leaves a pending note that no claim can take). Returns the updated note, or
+        None if the lease was lost."""
         still_current = {"$eq": ["$index_status", "indexing"]}
         return await self.collection.find_one_and_update(
             {"_id": note_id, "lease_token": token},
@@ -60,6 +62,7 @@ class IndexQueue(ClaimQueries):
                 {
                     "$set": {
                         **{k: {"$literal": v} for k, v in fields.items()},
+                        **(computed or {}),
                         "index_status": {"$cond": [still_current, "indexed", "pending"]},
                         "index_attempts": 0,
                         "index_error": None,
@@ -167,15 +170,23 @@ class IndexQueue(ClaimQueries):
     async def requeue_stale(
         self, *, chunking_version: str, embedding_model: str, now: datetime
     ) -> int:
-        """Indexed notes made with another chunker or embedding model → pending."""
+        """Indexed notes made with another chunker or embedding model → pending; so are
+        failed ones still indexed with another (their user's switch waits for them: a
+        restart gives them fresh attempts)."""
+        other = {
+            "$or": [
+                {"chunking_version": {"$ne": chunking_version}},
+                {"embedding_model": {"$ne": embedding_model}},
+            ]
+        }
         result = await self.collection.update_many(
             {
                 "status": STATUS_QUERY["active"],
-                "index_status": {"$in": ["indexed", "disabled"]},
+                "index_status": {"$in": ["indexed", "disabled", "failed"]},
                 **ADDRESSABLE,  # no claim could take them: pending for good
                 "$or": [
-                    {"chunking_version": {"$ne": chunking_version}},
-                    {"embedding_model": {"$ne": embedding_model}},
+                    {"index_status": "indexed", **other},
+                    {"index_status": "failed", "indexed_version": {"$ne": None}, **other},
                     {"index_status": "disabled"},
                 ],
             },
@@ -205,13 +216,14 @@ class IndexQueue(ClaimQueries):
         """Notes whose older versions' chunks may not have been deleted yet and are due:
         a version kept searchable for a while (`evict_after`) waits until then."""
         due = {"evict_pending": True, "evict_after": {"$not": {"$gt": datetime.now(UTC)}}}
-        cursor = self.collection.find(due, {"indexed_version": 1})
+        fields = {"indexed_version": 1, "generation": 1, "served": 1}
+        cursor = self.collection.find(due, fields)
         return await cursor.limit(limit).to_list()
 
     async def failed(self, limit: int = 500) -> list[dict[str, Any]]:
         """Failed notes (id, version, indexed version), for the leftover sweep."""
         cursor = self.collection.find(
-            {"index_status": "failed"}, {"version": 1, "indexed_version": 1}
+            {"index_status": "failed"}, {"version": 1, "indexed_version": 1, "served": 1}
         )
         return await cursor.limit(limit).to_list()
 

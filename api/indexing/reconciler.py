@@ -4,8 +4,11 @@ chunk → reuse embeddings whose `content_hash` is unchanged (the note's own chu
 author's other chunks, the embedding cache) → embed only the rest, batched → write the new
 version's chunks → flip `indexed_version` (fenced by the lease) → evict the old versions
 (their vectors go to the embedding cache). Readers filter on `indexed_version`, so they see the
-old chunks until the flip and the new ones after it: never none, never a mix. Re-indexing
-the SAME version (new chunker or model) swaps inside a transaction for the same guarantee.
+old chunks until the flip and the new ones after it: never none, never a mix. A new chunker
+or model is a new *generation*: its chunks are written beside the old generation's, which
+the commit keeps for that generation's readers (`served`) until the user switches
+(`api.indexing.switch`). Re-indexing the same version of the same generation (a repair)
+swaps inside a transaction for the same guarantee.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from api.db.client import is_unavailable
 from api.indexing.claims import lease_expiry
 from api.indexing.commit import CommitScope, IndexListener, VersionCommits
 from api.indexing.fairness import AuthorRotation, LeaseClaims, turn_over_check
+from api.indexing.generation import Generation, indexed_pin, note_generation, served_pin
 from api.indexing.lease import (
     claim_or_hand_back,
     finish_eviction,
@@ -37,6 +41,7 @@ from api.indexing.lease import (
 from api.indexing.queue import IndexQueue
 from api.indexing.records import chunk_document, chunk_tags, index_stats
 from api.indexing.reuse import TurnOver, TurnOverCheck, vectors_for
+from api.indexing.switch import GenerationSwitch
 from api.indexing.types import IndexOutcome, Progress, ReconcilerConfig
 from api.notes.stored import (
     as_datetime,
@@ -64,6 +69,7 @@ class Reconciler(VersionCommits):
         config: ReconcilerConfig,
         listeners: list[IndexListener] | None = None,
         commit_scope: CommitScope | None = None,
+        switch: GenerationSwitch | None = None,
     ) -> None:
         self.db = db
         self.queue = IndexQueue(db)
@@ -77,6 +83,12 @@ class Reconciler(VersionCommits):
         self.commit_scope = commit_scope or (lambda _note: contextlib.nullcontext())
         self.worker_id = uuid.uuid4().hex[:12]
         self.rotation = AuthorRotation()
+        self.switch = switch
+
+    @property
+    def generation(self) -> Generation:
+        """What this reconciler's chunks are stamped with: its chunker and model."""
+        return Generation(self.chunker.version, self.model_key)
 
     # ---- queue side -------------------------------------------------------------------
     async def run_once(self, note_id: ObjectId | None = None) -> IndexOutcome | None:
@@ -150,7 +162,42 @@ class Reconciler(VersionCommits):
         self, note: dict[str, Any], token: str, turn_over: TurnOverCheck | None = None
     ) -> IndexOutcome | None:
         """Chunk the note, reuse or embed its vectors, write and commit its version; None
-        when the lease was lost."""
+        when the lease was lost. A committed run is counted by the generation switch."""
+        existing: list[dict[str, Any]] = []
+        done = await self._reindex(note, token, existing, turn_over)
+        if done is not None and self.switch is not None:
+            await self._count_switch(note, existing, done)
+        return done
+
+    async def _count_switch(
+        self, note: dict[str, Any], existing: list[dict[str, Any]], done: IndexOutcome
+    ) -> None:
+        """Tell the switch a note of its author committed (and, re-indexed from another
+        generation, what it cost against the old chunks' tokens)."""
+        assert self.switch is not None
+        crossed = note_status(note) == "active" and note_generation(note) not in (
+            None,
+            self.generation.key,
+        )
+        old = indexed_pin(note)
+        estimate = sum(
+            int(d.get("token_count") or 0)
+            for d in existing
+            if (d.get("generation"), d["note_version"]) == old
+        )
+        tokens = done.stats.tokens_embedded if done.stats is not None else 0
+        await self.switch.committed(
+            note.get("author_id"), crossed=crossed, tokens=tokens, estimate=estimate
+        )
+
+    async def _reindex(
+        self,
+        note: dict[str, Any],
+        token: str,
+        existing: list[dict[str, Any]],
+        turn_over: TurnOverCheck | None,
+    ) -> IndexOutcome | None:
+        """`_index`'s work; the note's stored chunks are added to `existing`."""
         started = time.perf_counter()
         version = whole_version(note.get("version"))
         if note_status(note) != "active":
@@ -159,9 +206,9 @@ class Reconciler(VersionCommits):
         chunks = await asyncio.to_thread(
             self.chunker.chunk_note, note_content(note), note_title(note)
         )
-        existing = await self.chunks.for_note(note["_id"], with_vectors=True)
-        current = [d for d in existing if d["note_version"] == note.get("indexed_version")]
-        if self._unchanged(note, version, chunks, current):
+        existing.extend(await self.chunks.for_note(note["_id"], with_vectors=True))
+        current = self._current(note, version, existing)
+        if current is not None and self._unchanged(chunks, current):
             return await self._refresh_tags(note, token, version, chunks, current, started)
         vectors, embedded, tokens = await vectors_for(
             note,
@@ -176,29 +223,38 @@ class Reconciler(VersionCommits):
         docs = await self._documents(note, version, chunks, vectors)
         carried = Progress.from_document(note.get("index_progress"))
         stats = index_stats(len(chunks), embedded, tokens, started, carried)
-        if note.get("indexed_version") == version:  # in a transaction: the scope spans it
+        if self._swaps(note, version):  # in a transaction: the scope spans it
             async with self.commit_scope(note):
                 return await self._swap_same_version(
                     note, token, version, chunks, docs, stats, existing
                 )
         return await self._write_new_version(note, token, version, chunks, docs, stats, existing)
 
-    def _unchanged(
-        self,
-        note: dict[str, Any],
-        version: int,
-        chunks: list[Any],
-        current: list[dict[str, Any]],
-    ) -> bool:
-        """Nothing to re-embed or swap (re-queued for tags, or a no-op re-index): the indexed
-        version is `version`, with these chunks, by this chunker and model. (A trash or
-        restore moves `version`, so its chunks are written anew at it, from the old ones'
-        vectors.)"""
-        return (
-            note.get("indexed_version") == version
-            and [d["content_hash"] for d in current] == [c.content_hash for c in chunks]
-            and all(d.get("embedding_model") == self.model_key for d in current)
-            and note.get("chunking_version") == self.chunker.version
+    def _swaps(self, note: dict[str, Any], version: int) -> bool:
+        """Whether the run replaces the indexed version's chunks in place: a repair of this
+        generation's; or, without blue/green (Atlas), another generation's of the same
+        version. Otherwise its chunks go beside them."""
+        if note.get("indexed_version") != version:
+            return False
+        return not self.config.blue_green or note_generation(note) == self.generation.key
+
+    def _current(
+        self, note: dict[str, Any], version: int, existing: list[dict[str, Any]]
+    ) -> list[dict[str, Any]] | None:
+        """The chunks of `version` in this generation when the note has them as its indexed
+        version (or as the version it keeps for an older generation's readers: a change
+        undone during a change), else None."""
+        pin = (self.generation.key, version)
+        if pin not in (indexed_pin(note), served_pin(note)):
+            return None
+        return [d for d in existing if (d.get("generation"), d["note_version"]) == pin]
+
+    def _unchanged(self, chunks: list[Any], current: list[dict[str, Any]]) -> bool:
+        """Nothing to re-embed or swap (re-queued for tags, or a no-op re-index): the
+        version's chunks in this generation are these. (A trash or restore moves
+        `version`, so its chunks are written anew at it, from the old ones' vectors.)"""
+        return [d["content_hash"] for d in current] == [c.content_hash for c in chunks] and all(
+            d.get("embedding_model") == self.model_key for d in current
         )
 
     async def _refresh_tags(
@@ -218,7 +274,12 @@ class Reconciler(VersionCommits):
         ):
             await self.chunks.set_note_fields(note["_id"], version, tags, updated_at)
         stats = index_stats(len(chunks), 0, 0, started)
-        return await self._complete(note, token, version, chunks, stats, written=0)
+        done = await self._complete(note, token, version, chunks, stats, written=0)
+        if done is not None and note_generation(note) != self.generation.key:
+            # Taken back from what the note kept for an older generation: the generation it
+            # was indexed in until now is garbage.
+            await self.chunks.delete_other_generations(note["_id"], self.generation.key, version)
+        return done
 
     async def _documents(
         self, note: dict[str, Any], version: int, chunks: list[Any], vectors: dict[str, Any]
@@ -226,10 +287,17 @@ class Reconciler(VersionCommits):
         """The version's `note_chunks` documents (thousands for a big note: built off the
         event loop)."""
         now = datetime.now(UTC)
+        generation = self.generation.key
         return await asyncio.to_thread(
             lambda: [
                 chunk_document(
-                    note, version, c, vectors[c.content_hash], model_key=self.model_key, now=now
+                    note,
+                    version,
+                    c,
+                    vectors[c.content_hash],
+                    model_key=self.model_key,
+                    now=now,
+                    generation=generation,
                 )
                 for c in chunks
             ]

@@ -8,6 +8,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from api.chunk_store.generations import generation_of
 from api.chunking import MarkdownChunk
 from api.db.ids import new_object_id
 from api.indexing.types import IndexStats, Progress
@@ -38,10 +39,13 @@ def chunk_document(
     *,
     model_key: str,
     now: datetime,
+    generation: str | None = None,
 ) -> dict[str, Any]:
     """One `note_chunks` document: the chunk, its note's owner and tags (denormalised so
-    search filters need no join), and the embedding with the model that made it."""
-    return {
+    search filters need no join), and the embedding with the model that made it and the
+    generation (chunker and model) it belongs to (None: left to the start-up backfill,
+    which takes it from the note's `chunking_version`)."""
+    doc = {
         "_id": new_object_id(),
         "note_id": note["_id"],
         "author_id": note["author_id"],
@@ -65,6 +69,9 @@ def chunk_document(
         "embedding_model": model_key,
         "created_at": now,
     }
+    if generation is not None:
+        doc["generation"] = generation
+    return doc
 
 
 def index_stats(
@@ -101,6 +108,7 @@ def index_fields(
     """The note fields an index run sets with its commit (`version` None: nothing indexed,
     as for a trashed note)."""
     return {
+        "generation": generation_of(chunking_version, model_key),
         "indexed_version": version,
         "chunk_count": chunk_count,
         "chunking_strategy": strategy,

@@ -10,10 +10,13 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from api.config import Settings
 from api.indexing.commit import CommitScope, IndexListener
+from api.indexing.generation import Generation
 from api.indexing.reconciler import Reconciler
+from api.indexing.switch import GenerationSwitch
+from api.indexing.switch_estimate import Pricing
 from api.indexing.types import ReconcilerConfig
 from api.indexing.worker import IndexWorkers
-from api.providers import embedding_model_key
+from api.providers import NOMINAL_TOKENS_PER_S, embedding_model_key, price_per_million
 
 
 def retention_for(settings: Settings, backend: str) -> float:
@@ -22,10 +25,33 @@ def retention_for(settings: Settings, backend: str) -> float:
     return settings.atlas_index_lag_s if backend == "atlas" else 0.0
 
 
+def blue_green_for(settings: Settings, backend: str) -> bool:
+    """Whether a new chunker or model is built beside the serving index: on the local
+    search backend, unless AUTONOTE_BLUE_GREEN=false (Atlas keeps one vector index)."""
+    return settings.autonote_blue_green and backend == "local"
+
+
+def build_switch(
+    settings: Settings, db: AsyncDatabase, *, chunker: Any, embedder: Any
+) -> GenerationSwitch:
+    """The generation switch for this chunker and model (its price from the provider)."""
+    provider = settings.resolved_embedding_provider
+    pricing = Pricing(
+        price_per_million(provider, embedder.model), NOMINAL_TOKENS_PER_S.get(provider, 0.0)
+    )
+    target = Generation(chunker.version, embedding_model_key(embedder))
+    return GenerationSwitch(db, target, pricing=pricing)
+
+
 @dataclass
 class Indexing:
     reconciler: Reconciler
     workers: IndexWorkers
+
+    @property
+    def switch(self) -> GenerationSwitch:
+        assert self.reconciler.switch is not None
+        return self.reconciler.switch
 
 
 def build_indexing(
@@ -38,9 +64,13 @@ def build_indexing(
     listeners: list[IndexListener] | None = None,
     commit_scope: CommitScope | None = None,
     retain_s: float = 0.0,
+    switch: GenerationSwitch | None = None,
+    blue_green: bool = True,
 ) -> Indexing:
     """A reconciler and `concurrency` worker loops (not started). `retain_s`: how long a
-    replaced version stays searchable (`retention_for` gives it per search backend)."""
+    replaced version stays searchable (`retention_for` gives it per search backend);
+    `switch`: the generation switch (one is built unless given); `blue_green`: a new
+    chunker or model is built beside the old index (the local search backend)."""
     reconciler = Reconciler(
         db,
         chunker=chunker,
@@ -53,9 +83,11 @@ def build_indexing(
             backoff_max_s=settings.autonote_index_backoff_max_s,
             turn_s=settings.autonote_index_turn_s,
             retain_s=retain_s,
+            blue_green=blue_green,
         ),
         listeners=listeners,
         commit_scope=commit_scope,
+        switch=switch or build_switch(settings, db, chunker=chunker, embedder=embedder),
     )
     workers = IndexWorkers(
         reconciler,

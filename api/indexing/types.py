@@ -19,6 +19,10 @@ class ReconcilerConfig:
     # How long a replaced version's chunks stay searchable after a commit: a search index
     # that applies writes late (Atlas) still finds the note meanwhile. 0: evicted at once.
     retain_s: float = 0.0
+    # A new generation (chunker or model) is built beside the old one, which its readers
+    # keep until their switch (the local search backend). False (Atlas): a note's chunks of
+    # the old generation are replaced as the note is re-indexed.
+    blue_green: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,3 +88,4 @@ class MaintenanceReport:
     evicted: int  # chunks of older versions deleted
     leftovers: int  # uncommitted chunks of failed notes deleted
     orphans: int  # chunks of missing notes deleted
+    switched: int = 0  # users whose search moved to the configured generation

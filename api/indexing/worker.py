@@ -13,6 +13,7 @@ import structlog
 from bson import ObjectId
 
 from api import observability as obs
+from api.indexing.generation import served_pin
 from api.indexing.lease import evict_flagged
 from api.indexing.queue import IndexQueue
 from api.indexing.reconciler import Reconciler
@@ -87,6 +88,8 @@ class IndexWorkers:
             unfinished = len(pending)
             await cancel_and_wait(running)
         self._loops, self._maintainer = [], None
+        if self.reconciler.switch is not None:
+            await self.reconciler.switch.close()
         log.info("index.workers_stopped", cancelled_mid_note=unfinished)
 
     async def _pause(self, seconds: float) -> None:
@@ -166,6 +169,9 @@ class IndexWorkers:
         for note in await queue.pending_evictions():
             # A worker died between a swap's commit and deleting the old version.
             evicted += await evict_flagged(queue, self.reconciler.chunks, note)
+        switched = 0
+        if self.reconciler.switch is not None:  # users whose new index is complete
+            switched = await self.reconciler.switch.maintain(sweep=orphans)
         leftovers = removed = 0
         if orphans:  # the rare, whole-collection sweeps: at start-up, then every 10 minutes
             leftovers = await self._delete_leftovers_of_failed_notes()
@@ -183,6 +189,7 @@ class IndexWorkers:
             evicted=evicted,
             leftovers=leftovers,
             orphans=removed,
+            switched=switched,
         )
 
     async def _delete_leftovers_of_failed_notes(self) -> int:
@@ -196,6 +203,7 @@ class IndexWorkers:
                 note["_id"],
                 whole_version(note.get("version")),
                 None if indexed is None else int(indexed),
+                served_pin(note),  # kept for an older generation's readers
             )
         return deleted
 

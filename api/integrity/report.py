@@ -11,9 +11,9 @@ DESCRIPTIONS: dict[str, str] = {
     "index_behind": "active note indexed at an older version than its own",
     "not_queued": "active note neither indexed nor queued",
     "failed": "indexing gave up (listed, not a violation; `reindex` or --retry-failed)",
-    "chunk_count": "chunk_count differs from the chunks of indexed_version",
+    "chunk_count": "chunk_count differs from the chunks of indexed_version (or served's)",
     "orphan_chunks": "chunks of a missing or trashed note, or of a dead version",
-    "duplicate_chunks": "same (note_id, note_version, chunk_index) stored twice",
+    "duplicate_chunks": "same (note_id, generation, note_version, chunk_index) stored twice",
     "bad_vector": "vector not float32 / wrong dimensions / model differs from the note's",
     "bad_offsets": "chunk offsets outside its note",
     "content_mismatch": "chunk text differs from its span of the note",
@@ -141,8 +141,9 @@ def render(report: CheckReport, console: Any, examples: int = 3) -> None:
         duplicates = any(s.kind == "duplicate_chunks" and s.notes for s in report.summaries(0))
         when = " once the duplicates are gone (`--repair`)" if duplicates else ""
         console.print(
-            "[yellow]warning:[/yellow] note_chunks has no unique (note_id, note_version, "
-            f"chunk_index) index; start the API or run `autonote migrate`{when} to create it."
+            "[yellow]warning:[/yellow] note_chunks has no unique (note_id, generation, "
+            f"note_version, chunk_index) index; start the API or run `autonote migrate`{when} "
+            "to create it."
         )
     if report.unsettled:
         console.print(

@@ -28,6 +28,9 @@ NOTE_FIELDS = {
     "chunk_count": 1,
     "embedding_model": 1,
     "chunking_strategy": 1,
+    "chunking_version": 1,
+    "generation": 1,  # of the indexed chunks
+    "served": 1,  # the version kept for an older generation's readers
     "evict_pending": 1,  # set at a commit, unset once the old versions are gone
     "updated_at": 1,  # with `version`, tells the confirmation that a note moved under it
 }
@@ -42,6 +45,7 @@ CHUNK_FIELDS = {
     "end_offset": 1,
     "embedding": 1,
     "embedding_model": 1,
+    "generation": 1,
     "metadata": 1,
 }
 
@@ -85,8 +89,9 @@ class IntegrityQueries:
         return grouped
 
     async def has_unique_chunk_index(self) -> bool:
-        """Whether the unique (note_id, note_version, chunk_index) index exists."""
-        wanted = [("note_id", 1), ("note_version", 1), ("chunk_index", 1)]
+        """Whether the unique (note_id, generation, note_version, chunk_index) index
+        exists."""
+        wanted = [("note_id", 1), ("generation", 1), ("note_version", 1), ("chunk_index", 1)]
         async for index in await self.chunks.list_indexes():
             if index.get("unique") and list(index["key"].items()) == wanted:
                 return True

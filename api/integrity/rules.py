@@ -8,6 +8,10 @@ has to re-derive why something is wrong.
 A note is "being indexed right now" while its `index_status` is `pending` or `indexing`: a
 worker may be writing a new version's chunks or evicting old ones, so chunks outside the
 indexed version are not orphans yet.
+
+While a new chunker or model is built (a new *generation*), a note re-indexed into it keeps
+the version its older generation's readers still see (`served`): those chunks are neither
+orphans nor bad vectors (they are another model's), until the note's user switches.
 """
 
 from __future__ import annotations
@@ -20,9 +24,11 @@ from typing import Any, Literal
 from bson import ObjectId
 from bson.binary import Binary
 
+from api.indexing.generation import indexed_pin, note_generation, served_pin
 from api.migration.selection import unaddressable_detail
 from api.notes.stored import note_content, note_status
 from api.notes.versioning import whole_version
+from api.providers import model_dimensions
 
 Kind = Literal[
     "index_behind",  # indexed, but indexed_version != version
@@ -30,7 +36,7 @@ Kind = Literal[
     "failed",  # indexing gave up: listed, not an integrity violation
     "chunk_count",  # chunk_count != chunks of indexed_version
     "orphan_chunks",  # note missing / trashed after convergence / other version
-    "duplicate_chunks",  # same (note_id, note_version, chunk_index) more than once
+    "duplicate_chunks",  # same (note_id, generation, note_version, chunk_index) more than once
     "bad_vector",  # not a float32 BSON vector of the model's dimensions, or wrong model
     "bad_offsets",  # offsets outside the note
     "content_mismatch",  # content_md != note.content_md[start:end]
@@ -146,14 +152,6 @@ def persistent(earlier: list[Finding], later: list[Finding]) -> list[Finding]:
     return out
 
 
-def model_dimensions(model_key: str | None) -> int | None:
-    """The dimensions encoded in a model key ("name@384" -> 384), None if absent."""
-    if not model_key or "@" not in model_key:
-        return None
-    tail = model_key.rsplit("@", 1)[1]
-    return int(tail) if tail.isdigit() else None
-
-
 def vector_problem(value: Any, dimensions: int) -> str | None:
     """Why `value` is not a finite float32 BSON vector of `dimensions`, or None if it is."""
     if not isinstance(value, Binary) or value.subtype != 9:
@@ -213,15 +211,24 @@ def _content_problem(chunk: dict[str, Any], content: str) -> str | None:
     return None
 
 
-def _duplicates(chunks: list[dict[str, Any]], acc: _Acc) -> set[Any]:
-    """Extra copies of a (version, index) pair: keep the lowest _id, flag the rest."""
-    seen: set[tuple[Any, Any]] = set()
+def _pin(note: dict[str, Any], chunk: dict[str, Any]) -> tuple[Any, Any]:
+    """(generation, version) of a chunk; one written before chunks carried a generation is
+    of its note's."""
+    generation = chunk.get("generation")
+    if generation is None:
+        generation = note_generation(note)
+    return generation, chunk.get("note_version")
+
+
+def _duplicates(note: dict[str, Any], chunks: list[dict[str, Any]], acc: _Acc) -> set[Any]:
+    """Extra copies of a (generation, version, index): keep the lowest _id, flag the rest."""
+    seen: set[tuple[Any, Any, Any]] = set()
     extra: set[Any] = set()
     for c in sorted(chunks, key=lambda d: id_sort_key(d.get("_id"))):
-        key = (c.get("note_version"), c.get("chunk_index"))
+        key = (*_pin(note, c), c.get("chunk_index"))
         if key in seen:
             extra.add(c["_id"])
-            detail = f"version {key[0]} chunk {key[1]} stored more than once"
+            detail = f"version {key[1]} chunk {key[2]} stored more than once"
             acc.add("duplicate_chunks", detail, c["_id"], delete=True)
         else:
             seen.add(key)
@@ -284,12 +291,14 @@ def _chunk_problems(
 def _stale_versions(
     note: dict[str, Any], chunks: list[dict[str, Any]], extra: set[Any], acc: _Acc
 ) -> None:
-    """Chunks outside the indexed version of a note nobody is indexing: orphans."""
+    """Chunks outside the indexed version (and the served one) of a note nobody is
+    indexing: orphans."""
     indexed = note.get("indexed_version")
     version = whole_version(note.get("version"))
     status = note.get("index_status")
+    kept = {indexed_pin(note), served_pin(note)}
     for c in chunks:
-        if c.get("note_version") == indexed or c["_id"] in extra:
+        if _pin(note, c) in kept or c["_id"] in extra:
             continue
         # A leftover at the note's own version is the reconciler's to replace (it deletes
         # that version before writing it): re-queue, never race it with a delete. Other
@@ -330,24 +339,39 @@ def check_note(
                 acc.add("orphan_chunks", detail, c["_id"])
         return acc.findings()
     _note_state(note, expect, acc)
-    extra = _duplicates(chunks, acc)
+    extra = _duplicates(note, chunks, acc)
     indexed = note.get("indexed_version")
-    current = [
-        c
-        for c in chunks
-        if indexed is not None and c.get("note_version") == indexed and c["_id"] not in extra
-    ]
+    pin = indexed_pin(note)
+    current = [c for c in chunks if pin is not None and _pin(note, c) == pin]
+    current = [c for c in current if c["_id"] not in extra]
     if int(note.get("chunk_count") or 0) != len(current):
         detail = (
             f"chunk_count {note.get('chunk_count')} but {len(current)} chunks of "
             f"indexed version {indexed}"
         )
         acc.add("chunk_count", detail)
+    _served_count(note, chunks, extra, acc)
     for chunk in current:
         _chunk_problems(note, chunk, expect, acc)
     if not busy:
         _stale_versions(note, chunks, extra, acc)
     return acc.findings()
+
+
+def _served_count(
+    note: dict[str, Any], chunks: list[dict[str, Any]], extra: set[Any], acc: _Acc
+) -> None:
+    """The version kept for an older generation's readers must be whole: they load it only
+    then. Nothing the repair can rebuild (another model's vectors): reported, and the
+    user's switch ends it."""
+    served = served_pin(note)
+    if served is None:
+        return
+    held = sum(1 for c in chunks if _pin(note, c) == served and c["_id"] not in extra)
+    want = int((note.get("served") or {}).get("chunk_count") or 0)
+    if held != want:
+        detail = f"served version {served[1]} of generation {served[0]}: {held} of {want} chunks"
+        acc.add("chunk_count", detail, requeue=False)
 
 
 def check_missing_note(note_id: Any, chunks: list[dict[str, Any]]) -> Finding:

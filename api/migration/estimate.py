@@ -21,26 +21,10 @@ from api.migration.repository import ESTIMATE_PROJECTION, MigrationNotes, ReuseL
 from api.migration.selection import REASONS, Selection, reason, unaddressable_detail
 from api.notes.stored import check_indexable, note_content, note_title
 
+# The prices live with the providers (a re-embed at start-up estimates its cost too).
+from api.providers import PRICE_PER_MILLION_TOKENS, cost_usd, price_per_million  # noqa: F401
+
 log = structlog.get_logger(__name__)
-
-# USD per 1M input tokens (OpenAI list prices). Unknown models have no estimate.
-PRICE_PER_MILLION_TOKENS: dict[str, float] = {
-    "text-embedding-3-small": 0.02,
-    "text-embedding-3-large": 0.13,
-    "text-embedding-ada-002": 0.10,
-}
-
-
-def price_per_million(provider: str, model: str) -> float | None:
-    """Price of 1M embedding tokens for `model`; 0 for a local model, None if unknown."""
-    if provider == "local":
-        return 0.0
-    return PRICE_PER_MILLION_TOKENS.get(model)
-
-
-def cost_usd(tokens: int, price: float | None) -> float | None:
-    """Cost of embedding `tokens` at `price` per 1M tokens (None when the price is unknown)."""
-    return None if price is None else tokens * price / 1_000_000
 
 
 @dataclass

@@ -20,7 +20,7 @@ import typer
 
 from api.db.search import search_backend
 from api.errors import StartupError
-from api.indexing.runtime import retention_for
+from api.indexing.runtime import blue_green_for, retention_for
 from api.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -157,12 +157,12 @@ async def execute(settings: Settings, options: MigrateOptions, *, stdout: Any = 
                 settings, db, selection, options, chunker, embedder, reporter, console
             )
         try:  # the same retention of replaced chunks as the API's workers
-            retain_s = retention_for(settings, await search_backend(db, settings))
+            backend = await search_backend(db, settings)
         except StartupError as exc:
             typer.echo(f"autonote migrate: {exc}", err=True)
             return 2
         return await _run(
-            settings, db, selection, options, chunker, embedder, reporter, console, retain_s
+            settings, db, selection, options, chunker, embedder, reporter, console, backend
         )
     return 1  # pragma: no cover - the stack never swallows
 
@@ -236,7 +236,7 @@ async def _run(
     embedder: Any,
     reporter: ProgressReporter,
     console: Console,
-    retain_s: float = 0.0,
+    backend: str = "local",
 ) -> int:
     import structlog
 
@@ -256,8 +256,11 @@ async def _run(
         chunker=chunker,
         embedder=embedder,
         concurrency=options.concurrency,
-        retain_s=retain_s,
+        retain_s=retention_for(settings, backend),
+        blue_green=blue_green_for(settings, backend),
     )
+    # A new chunker or model: users keep reading their generation until it is complete.
+    await indexing.switch.prepare()
     runner = MigrationRunner(
         indexing.reconciler,
         MigrationNotes(db),

@@ -264,6 +264,12 @@ SEARCH_META = {
     "indexed_version": 1,
     "status": 1,
     "chunk_count": 1,
+    # Which generation's chunks the note has (a search index per generation loads them).
+    "generation": 1,
+    "served": 1,
+    "embedding_model": 1,
+    "chunking_version": 1,
+    "indexed_at": 1,
 }
 
 

@@ -22,6 +22,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from api.retrieval import atlas_pipelines as ap
 from api.retrieval.local.index import LocalIndex
+from api.retrieval.local.serving import Serving, ServingIndexes
 from api.retrieval.types import ChunkData, ChunkHit, SearchFilters
 
 log = structlog.get_logger(__name__)
@@ -54,9 +55,16 @@ class SearchBackend(Protocol):
         mode: Mode,
         k: int,
         filters: SearchFilters,
+        reading: Serving | None = None,
     ) -> RetrieverLists:
         """The author's top-`k` chunks per retriever used by `mode`, filters applied first.
-        `vector` may still be computing: keyword work starts without it."""
+        `vector` may still be computing: keyword work starts without it. `reading`: the
+        index to search, as `reading(author_id)` gave it (the vector is its model's)."""
+        ...
+
+    def reading(self, author_id: ObjectId) -> Serving | None:
+        """The index the author's search reads now, when it is not the configured
+        generation's; None otherwise."""
         ...
 
 
@@ -68,10 +76,19 @@ class LocalBackend:
         index: LocalIndex,
         *,
         catch_up: Callable[[ObjectId], Awaitable[object]] | None = None,
+        serving: ServingIndexes | None = None,
     ) -> None:
         self.index = index
         # Waits for the author's in-process commits not applied yet (LocalIndexSync.catch_up).
         self.catch_up = catch_up
+        # Which generation's index each user reads while a new one is built.
+        self.serving = serving
+
+    def reading(self, author_id: ObjectId) -> Serving | None:
+        if self.serving is None:
+            return None
+        reading = self.serving.reading(str(author_id))
+        return None if reading.configured else reading
 
     async def retrieve(
         self,
@@ -82,9 +99,11 @@ class LocalBackend:
         mode: Mode,
         k: int,
         filters: SearchFilters,
+        reading: Serving | None = None,
     ) -> RetrieverLists:
         if self.catch_up is not None:  # while the query is still being embedded
             await self.catch_up(author_id)
+        index = self.index if reading is None else reading.index
         use_vector = mode != "keyword" and vector is not None
         use_keyword = mode != "vector"
         query_vector: np.ndarray | concurrent.futures.Future[np.ndarray | None] | None = None
@@ -100,7 +119,7 @@ class LocalBackend:
         # GIL, so the event loop keeps serving while a large matrix is scanned. BM25 ranks
         # while the query embedding is still being computed.
         vec, kw = await asyncio.to_thread(
-            self.index.search_hybrid,
+            index.search_hybrid,
             str(author_id),
             query_vector,
             query if use_keyword else None,
@@ -124,6 +143,10 @@ class AtlasBackend:
         self.vector_index = vector_index
         self.text_index = text_index
 
+    def reading(self, author_id: ObjectId) -> Serving | None:
+        """Always the configured generation (Atlas keeps one vector index)."""
+        return None
+
     async def retrieve(
         self,
         author_id: ObjectId,
@@ -133,6 +156,7 @@ class AtlasBackend:
         mode: Mode,
         k: int,
         filters: SearchFilters,
+        reading: Serving | None = None,
     ) -> RetrieverLists:
         # `$search` runs while the query is still being embedded; `$vectorSearch` starts
         # when the vector arrives. Every filter is a pre-filter of the search stage.

@@ -1,4 +1,5 @@
-"""`POST /v1/search` — thin: validate, call the service, shape the response."""
+"""`POST /v1/search` and `GET /v1/index/status` — thin: validate, call the service, shape
+the response."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 
-from api.retrieval.schemas import NoteHit, SearchRequest, SearchResponse
+from api.indexing.switch import GenerationSwitch
+from api.retrieval.schemas import IndexStatusResponse, NoteHit, SearchRequest, SearchResponse
 from api.retrieval.service import RetrievalService
 from api.schemas import AUTHED, errors
 from api.users.auth import CurrentUser
@@ -19,6 +21,13 @@ def get_search_service(request: Request) -> RetrievalService:
 
 
 SearchServiceDep = Annotated[RetrievalService, Depends(get_search_service)]
+
+
+def get_switch(request: Request) -> GenerationSwitch:
+    return request.app.state.container.indexing.switch
+
+
+SwitchDep = Annotated[GenerationSwitch, Depends(get_switch)]
 
 
 @router.post("/v1/search", response_model=SearchResponse, responses=errors(*AUTHED))
@@ -44,3 +53,19 @@ async def search(
         backend=outcome.backend,
         warning=outcome.warning,
     )
+
+
+@router.get(
+    "/v1/index/status",
+    response_model=IndexStatusResponse,
+    responses=errors(*AUTHED),
+    tags=["search"],
+)
+async def index_status(user: CurrentUser, switch: SwitchDep) -> IndexStatusResponse:
+    """Progress of re-indexing your notes after a change of embedding model or chunker:
+    notes done and left, chunks, tokens embedded so far, estimated tokens, cost (OpenAI
+    models, at list price) and time left. Meanwhile search reads your previous index and
+    switches to the new one at once when it is complete; with nothing to re-index,
+    `switching` is false and everything is done."""
+    status = await switch.status(user.id)
+    return IndexStatusResponse.model_validate(status)

@@ -230,3 +230,41 @@ class SearchResponse(BaseModel):
         description="Set when results are degraded, e.g. keyword-only while the "
         "embedding provider is unavailable",
     )
+
+
+class IndexGeneration(BaseModel):
+    """A chunker and embedding model: the chunks they make form one index generation."""
+
+    generation: str | None = Field(description="Short hash of the chunker and model")
+    embedding_model: str | None = Field(description='"<model>@<dimensions>"')
+    chunking_version: str | None = None
+
+
+class IndexNotes(BaseModel):
+    total: int = Field(description="Your active notes")
+    done: int = Field(description="Indexed with the configured chunker and model")
+    left: int
+    queued: int = Field(description="Of those left: waiting for or being indexed")
+    failed: int = Field(description="Of those left: indexing gave up (they hold the switch)")
+
+
+class IndexStatusResponse(BaseModel):
+    """How far re-indexing your notes into the configured chunker and embedding model is.
+    While it runs, search reads your previous index (`serving`) and switches to the new one
+    at once when all your notes are in it."""
+
+    configured: IndexGeneration
+    serving: IndexGeneration = Field(description="What your search reads now")
+    switching: bool = Field(description="Your search still reads a previous generation")
+    notes: IndexNotes
+    chunks_done: int = Field(description="Chunks of your notes in the configured generation")
+    tokens_embedded: int = Field(description="Tokens embedded for your notes by this re-index")
+    estimated_tokens_left: int
+    price_per_million_tokens_usd: float | None = Field(
+        description="The configured model's price (0 for the local model; null if unknown)"
+    )
+    cost_so_far_usd: float | None
+    estimated_cost_left_usd: float | None
+    estimated_seconds_left: float | None = Field(
+        description="At the rate measured since the re-index started (or restarted)"
+    )

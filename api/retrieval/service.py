@@ -5,6 +5,7 @@ chunk's version is the indexed one) → grouped into notes with merged matching 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -15,6 +16,7 @@ from bson import ObjectId
 from api import observability as obs
 from api.errors import ServiceUnavailable
 from api.notes.repository import NotesSearchQueries
+from api.providers import embedding_model_key
 from api.retrieval.atlas_pipelines import notes_filter_query
 from api.retrieval.backends import Mode, RetrieverLists, SearchBackend
 from api.retrieval.fusion import fuse_chunk_lists
@@ -24,6 +26,7 @@ from api.retrieval.grouping import (
     newest_version_per_note,
     rank_note_ids,
 )
+from api.retrieval.local.serving import Serving
 from api.retrieval.note_level import NOTE_LEVEL_SCAN, NOTE_LEVEL_WARNING, note_level_results
 from api.retrieval.query_embedding import PendingEmbedding, QueryEmbeddingCache
 from api.retrieval.recheck import current_notes, section_texts
@@ -41,6 +44,12 @@ class EmbeddingUnavailable(ServiceUnavailable):
 DEEPEN_FACTOR = 4
 MAX_CANDIDATES = 4000
 KEYWORD_ONLY_WARNING = "embedding provider unavailable: keyword results only"
+PREVIOUS_MODEL_WARNING = (
+    "your notes are being re-indexed with a new embedding model and the previous one is not "
+    "available to embed the query: keyword results only until the re-index completes"
+)
+# Builds an embedder for a model key ("name@dimensions") of an older generation, or None.
+QueryEmbedders = Callable[[str], Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,26 +88,41 @@ class RetrievalService:
         *,
         ranking: RankingConfig | None = None,
         chunking_enabled: bool = True,
+        query_embedders: QueryEmbedders | None = None,
     ) -> None:
         self.backend = backend
         self.embedder = embedder
         self.notes = notes
         self.ranking = ranking or RankingConfig()
         self.chunking_enabled = chunking_enabled
+        # Embedders of older generations' models, for users whose search still reads one.
+        self.query_embedders = query_embedders
         self._cache = QueryEmbeddingCache()
 
-    async def embed_query(self, author_id: ObjectId, query: str) -> np.ndarray:
-        """The query's vector (whitespace-normalised), from this user's recent queries
-        when it is one of them."""
+    async def embed_query(
+        self, author_id: ObjectId, query: str, embedder: Any | None = None
+    ) -> np.ndarray:
+        """The query's vector (whitespace-normalised) by `embedder` (the configured one
+        unless given), from this user's recent queries when it is one of them."""
+        embedder = embedder or self.embedder
         text = " ".join(query.split())
-        key = (author_id, text)
+        key = (author_id, f"{embedder.model}@{embedder.dimensions}\x00{text}")
         cached = self._cache.get(key)
         if cached is not None:
             return cached
-        batch = await self.embedder.embed([text], truncate=True)
+        batch = await embedder.embed([text], truncate=True)
         vector = np.asarray(batch.vectors[0], dtype=np.float32)
         self._cache.put(key, vector)
         return vector
+
+    def _query_embedder(self, reading: Serving | None) -> Any | None:
+        """The embedder whose vectors the index `reading` holds (None: none can be built,
+        e.g. the previous model was OpenAI's and its key is gone)."""
+        if reading is None or reading.model_key == embedding_model_key(self.embedder):
+            return self.embedder
+        if self.query_embedders is None:
+            return None
+        return self.query_embedders(reading.model_key)
 
     async def search(
         self,
@@ -116,13 +140,21 @@ class RetrievalService:
         filters = filters or SearchFilters()
         if not self.chunking_enabled:
             return await self._note_level(author_id, query, limit, filters, started)
-        # The backend starts keyword ranking while the query is being embedded.
-        embedding = PendingEmbedding.start(lambda: self.embed_query(author_id, query), mode)
-        k = max(self.ranking.candidates, limit * chunks_per_note * 4)
+        # One index for the whole search: a user whose new index is still being built reads
+        # the previous generation's, with queries embedded by its model.
+        reading = self.backend.reading(author_id) if hasattr(self.backend, "reading") else None
+        embedder = self._query_embedder(reading)
         warning = None
+        if embedder is None and mode != "keyword":
+            mode, warning = "keyword", PREVIOUS_MODEL_WARNING
+        # The backend starts keyword ranking while the query is being embedded.
+        embedding = PendingEmbedding.start(
+            lambda: self.embed_query(author_id, query, embedder), mode
+        )
+        k = max(self.ranking.candidates, limit * chunks_per_note * 4)
         results: list[NoteResult] = []
         while True:
-            lists = await self._retrieve(author_id, query, embedding, mode, k, filters)
+            lists = await self._retrieve(author_id, query, embedding, mode, k, filters, reading)
             if mode == "hybrid" and (failure := embedding.failure()) is not None:
                 log.warning("search.degraded_to_keyword", error=str(failure)[:300])
                 mode, warning = "keyword", KEYWORD_ONLY_WARNING
@@ -148,12 +180,20 @@ class RetrievalService:
         mode: Mode,
         k: int,
         filters: SearchFilters,
+        reading: Serving | None = None,
     ) -> RetrieverLists:
         """The backend's per-retriever lists; an embedding error in mode "vector" (nothing
         to fall back to) becomes `EmbeddingUnavailable`."""
+        extra = {} if reading is None else {"reading": reading}
         try:
             return await self.backend.retrieve(
-                author_id, query=query, vector=embedding.vector, mode=mode, k=k, filters=filters
+                author_id,
+                query=query,
+                vector=embedding.vector,
+                mode=mode,
+                k=k,
+                filters=filters,
+                **extra,
             )
         except EmbeddingError as exc:
             raise EmbeddingUnavailable(

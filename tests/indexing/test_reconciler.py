@@ -46,7 +46,9 @@ def spy(api: Api) -> RecordingEmbedder:
 
 async def stored_chunks(api: Api, note_id: str) -> list[dict[str, Any]]:
     """The note's chunk documents once old versions are evicted (eviction follows the flip
-    of `indexed_version` by a few milliseconds; readers filter by version meanwhile)."""
+    of `indexed_version` by a few milliseconds; readers filter by version meanwhile), and
+    once an older generation's chunks are gone (a new chunker or model: they serve the
+    note's user until the user's switch, a second or so after the last re-index)."""
 
     oid = ObjectId(note_id)
     for _ in range(200):
@@ -56,7 +58,11 @@ async def stored_chunks(api: Api, note_id: str) -> list[dict[str, Any]]:
             .sort([("note_version", 1), ("chunk_index", 1)])
             .to_list()
         )
-        if all(d["note_version"] == note.get("indexed_version") for d in docs):
+        if all(
+            (d["note_version"], d.get("generation"))
+            == (note.get("indexed_version"), note.get("generation"))
+            for d in docs
+        ):
             return docs
         await asyncio.sleep(0.025)
     raise AssertionError("old chunk versions were never evicted")

@@ -13,6 +13,7 @@ import pytest
 from bson import ObjectId
 
 from api.chunk_store.vectors import to_bson_vector
+from api.db.client import CHUNK_UNIQUE_INDEX
 from api.integrity import CheckReport
 from tests.integrity.conftest import World
 
@@ -156,7 +157,7 @@ async def test_orphans_of_a_dead_version(world: World) -> None:
 
 
 async def test_duplicates_without_the_unique_index(world: World) -> None:
-    await world.db.note_chunks.drop_index("note_version_chunk_unique")
+    await world.db.note_chunks.drop_index(CHUNK_UNIQUE_INDEX)
     note_id = world.note_ids[1]
     chunks = await world.chunks(note_id)
     await world.db.note_chunks.insert_many([{**c, "_id": ObjectId()} for c in chunks[:2]])

@@ -128,6 +128,17 @@ class LocalIndex:
         with self._write_lock:
             return self._remove_locked(note_id)
 
+    def remove_author(self, author_id: str) -> int:
+        """Drop every note of the author (their partition); returns how many. Readers
+        holding the partition finish on it."""
+        with self._write_lock:
+            part = self._authors.pop(author_id, None)
+            if part is None:
+                return 0
+            for note_id in part.notes:
+                self._note_author.pop(note_id, None)
+            return len(part.notes)
+
     def update_note_meta(self, note: NoteMeta) -> bool:
         """Replace a held note's metadata (title, tags, updated_at) without touching its
         chunks; filters see the new values at once. False when the note is not indexed."""

@@ -1,6 +1,10 @@
 """Keeps a process's in-memory `LocalIndex` equal to what `note_chunks` says is searchable.
 
-- At start-up every active note's chunks of its `indexed_version` are loaded.
+- At start-up every active note's chunks of its `indexed_version` are loaded. While a new
+  generation (chunker or model) is built, users whose new index is not complete yet keep
+  reading an index of their older generation (`ServingIndexes`): each note is loaded into
+  every index that must hold it (`version_for`), and a user's switch (in this process:
+  `switched`; elsewhere: the poll of `search_generations`) moves their pointer.
 - The in-process reconciler calls `refresh_note` right after it commits, inside
   `committing`: a search by that note's author waits for both (read-your-writes).
 - A poll loop picks up what other processes committed (separate `autonote worker`s, other
@@ -23,13 +27,15 @@ import structlog
 from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
 
+from api.chunk_store.generations import ServingRecords
 from api.chunk_store.repository import ChunksRepository
-from api.chunk_store.vectors import from_bson_vector
 from api.indexing.queue import IndexQueue
 from api.notes.repository import NotesSearchQueries
-from api.notes.stored import note_status, note_tags, note_title, note_updated_at
+from api.notes.stored import note_status
+from api.retrieval.local.documents import chunk_record, note_meta
 from api.retrieval.local.index import LocalIndex
-from api.retrieval.types import ChunkRecord, NoteMeta, as_utc, section_index_of
+from api.retrieval.local.serving import Serving, ServingIndexes, version_for
+from api.retrieval.types import as_utc
 from api.tasks import cancel_and_wait
 
 log = structlog.get_logger(__name__)
@@ -37,51 +43,8 @@ log = structlog.get_logger(__name__)
 CLOCK_SKEW = timedelta(seconds=5)
 
 
-def note_meta(doc: dict[str, Any]) -> NoteMeta:
-    """Search metadata of a note document."""
-    return NoteMeta(
-        note_id=str(doc["_id"]),
-        author_id=str(doc["author_id"]),
-        title=note_title(doc),
-        tags=note_tags(doc),
-        updated_at=note_updated_at(doc),
-        indexed_version=doc.get("indexed_version"),
-    )
-
-
-def chunk_record(doc: dict[str, Any]) -> ChunkRecord:
-    """A `note_chunks` document as the local index takes it."""
-    heading_path = [str(h) for h in doc.get("heading_path") or []]
-    section_path = doc.get("section_path") or " > ".join(heading_path)
-    return ChunkRecord(
-        chunk_id=str(doc["_id"]),
-        note_id=str(doc["note_id"]),
-        author_id=str(doc["author_id"]),
-        note_version=int(doc["note_version"]),
-        chunk_index=int(doc["chunk_index"]),
-        heading_path=heading_path,
-        section_index=section_index_of(doc),
-        section_path=section_path,
-        content_md=doc.get("content_md", ""),
-        start_offset=int(doc.get("start_offset", 0)),
-        end_offset=int(doc.get("end_offset", 0)),
-        tags=note_tags(doc),
-        chunk_type=doc.get("chunk_type", "text"),
-        aliases=chunk_aliases(doc),
-        embedding_text=f"{section_path}\n\n{doc.get('content_md', '')}",
-        vector=from_bson_vector(doc["embedding"]),
-    )
-
-
-def chunk_aliases(doc: dict[str, Any]) -> tuple[str, ...]:
-    """The note's aliases a stored chunk carries (`metadata.aliases`, strings only)."""
-    metadata = doc.get("metadata")
-    aliases = metadata.get("aliases") if isinstance(metadata, dict) else None
-    if not isinstance(aliases, list):
-        return ()
-    return tuple(a for a in aliases if isinstance(a, str))
-
-
+# An index, the version of a note it should hold (None: none), and that version's chunks.
+Chosen = tuple[Serving, tuple[Any, int, int] | None, list[dict[str, Any]]]
 # Notes with more chunks than this are applied in a worker thread (see `_apply_off_loop`).
 _INLINE_APPLY_CHUNKS = 200
 # The ordering records are pruned when they reach this many entries (or twice what the
@@ -95,15 +58,26 @@ class LocalIndexSync:
     """Loads and follows `note_chunks` into a `LocalIndex`."""
 
     def __init__(
-        self, db: AsyncDatabase, index: LocalIndex, *, model_key: str, poll_s: float = 0.5
+        self,
+        db: AsyncDatabase,
+        index: LocalIndex,
+        *,
+        model_key: str,
+        poll_s: float = 0.5,
+        generation: str | None = None,
     ) -> None:
+        """`index` holds the configured generation (`generation`, by `model_key`); without
+        a generation, it holds whatever `model_key` made and no older index is kept."""
         self.index = index
         self.model_key = model_key
         self.poll_s = poll_s
+        self.serving = ServingIndexes(Serving(generation, model_key, index, configured=True))
         self._chunks = ChunksRepository(db)
         self._queue = IndexQueue(db)
         self._notes = NotesSearchQueries(db)
+        self._records = ServingRecords(db)
         self._latest: datetime | None = None  # newest `indexed_at` applied
+        self._switches_seen: datetime | None = None  # newest `switched_at` looked at
         self._applied: dict[str, tuple[Any, Any]] = {}
         # Ordering of applies (in a worker thread) and removals (on the loop), per note: see
         # `_apply_off_loop`.
@@ -121,6 +95,7 @@ class LocalIndexSync:
     async def load_all(self, batch: int = 200) -> int:
         """Load every searchable note; returns the number of chunks loaded."""
         started = datetime.now(UTC)
+        await self._load_readers()
         total = 0
         pending: list[dict[str, Any]] = []
         async for doc in self._notes.iter_indexed():
@@ -133,35 +108,84 @@ class LocalIndexSync:
         self._latest = started
         self.loaded.set()
         stats = self.index.stats()
+        older = [s.index.stats() for s in self.serving.older()]
         log.info(
             "search.local_index_loaded",
             chunks=stats.chunks,
             notes=stats.notes,
-            memory_mb=round(self.index.memory_bytes() / 2**20, 1),
+            previous_chunks=sum(o.chunks for o in older),
+            previous_notes=sum(o.notes for o in older),
+            readers_of_previous=len(self.serving.readers()),
+            memory_mb=round(self.serving.memory_bytes() / 2**20, 1),
         )
         return total
 
+    async def _load_readers(self) -> None:
+        """The users who read an older generation until their switch (none when this
+        index does not track generations)."""
+        if self.serving.configured.generation is None:
+            return
+        self._switches_seen = datetime.now(UTC)
+        for record in await self._records.all():
+            generation, model = record.get("generation"), record.get("embedding_model")
+            if isinstance(generation, str) and isinstance(model, str):
+                self.serving.add_reader(str(record["_id"]), generation, model)
+
+    def _wanted(self, note: dict[str, Any]) -> list[tuple[Serving, tuple[Any, int, int] | None]]:
+        """Each index that follows the note's author and must change, with the version it
+        should hold. An older generation's index that holds that version already is left
+        alone: its answers stay exactly what they were (tie order included)."""
+        wanted = []
+        for serving in self.serving.holding(str(note.get("author_id"))):
+            want = version_for(note, serving)
+            held = serving.index.note_version(str(note["_id"]))
+            if serving.configured or want is None or held != want[1]:
+                wanted.append((serving, want))
+        return wanted
+
     async def _load_batch(self, notes: list[dict[str, Any]]) -> int:
         with self._reading() as started:
-            by_note: dict[ObjectId, list[dict[str, Any]]] = {n["_id"]: [] for n in notes}
-            pairs = [(n["_id"], int(n["indexed_version"])) for n in notes]
-            async for chunk in self._chunks.iter_versions(pairs):
-                by_note[chunk["note_id"]].append(chunk)
+            wanted = {n["_id"]: self._wanted(n) for n in notes}
+            keys = {
+                (note_id, want[0], want[1])
+                for note_id, pairs in wanted.items()
+                for _, want in pairs
+                if want is not None
+            }
+            found: dict[tuple[Any, Any, int], list[dict[str, Any]]] = {k: [] for k in keys}
+            async for chunk in self._chunks.iter_versions(sorted(keys, key=str)):
+                key = (chunk["note_id"], chunk.get("generation"), chunk["note_version"])
+                found[key].append(chunk)
             loaded = 0
             for note in notes:
-                loaded += await self._apply_off_loop(note, by_note[note["_id"]], started)
+                chosen = [
+                    (s, w, found[(note["_id"], w[0], w[1])] if w else [])
+                    for s, w in wanted[note["_id"]]
+                ]
+                loaded += await self._apply_off_loop(note, chosen, started)
         self._maybe_prune()
         return loaded
 
-    def _apply(self, note: dict[str, Any], chunks: list[dict[str, Any]]) -> int:
+    def _apply(self, note: dict[str, Any], chosen: list[Chosen]) -> int:
+        """Replace the note in each index with its chosen version's chunks (or drop it
+        from an index that should not hold it); returns the chunks put in the configured
+        index."""
         note_id = str(note["_id"])
-        usable = [c for c in chunks if c.get("embedding_model") == self.model_key]
-        if len(chunks) != int(note.get("chunk_count") or 0) or len(usable) != len(chunks):
-            return 0  # superseded meanwhile, or made by another model (being re-indexed)
-        version = int(note["indexed_version"])
-        self.index.replace_note(note_meta(note), version, [chunk_record(c) for c in usable])
-        self._applied[note_id] = (version, note.get("indexed_at"))
-        return len(usable)
+        loaded = 0
+        for serving, want, chunks in chosen:
+            if want is None:
+                serving.index.remove_note(note_id)
+                continue
+            _generation, version, count = want
+            usable = [c for c in chunks if c.get("embedding_model") == serving.model_key]
+            if len(chunks) != count or len(usable) != len(chunks):
+                continue  # superseded meanwhile, or made by another model (being re-indexed)
+            records = [chunk_record(c) for c in usable]
+            serving.index.replace_note(note_meta(note), version, records)
+            if serving.configured:
+                loaded = len(usable)
+        self._applied[note_id] = (note.get("indexed_version"), note.get("indexed_at"))
+        return loaded
 
     async def refresh_note(self, note: dict[str, Any]) -> None:
         """Bring one note up to date from its (just committed) document."""
@@ -173,9 +197,42 @@ class LocalIndexSync:
         if self._applied.get(note_id) == (version, note.get("indexed_at")):
             return
         with self._reading() as started:
-            chunks = await self._chunks.for_version(note["_id"], int(version), with_vectors=True)
-            await self._apply_off_loop(note, chunks, started)
+            wanted = self._wanted(note)
+            reads: dict[tuple[Any, int], list[dict[str, Any]]] = {}
+            for _, want in wanted:
+                if want is not None and (want[0], want[1]) not in reads:
+                    reads[(want[0], want[1])] = await self._chunks.for_version(
+                        note["_id"], want[1], generation=want[0], with_vectors=True
+                    )
+            chosen = [(s, w, reads[(w[0], w[1])] if w else []) for s, w in wanted]
+            await self._apply_off_loop(note, chosen, started)
         self._maybe_prune()
+
+    async def switched(self, author_id: Any, generation: str) -> None:
+        """The author's search moved to `generation` (in this process: the switch's
+        listener). The configured index first takes every commit up to now, then the
+        pointer moves: at once for every search after it."""
+        if generation != self.serving.configured.generation:
+            return
+        if str(author_id) not in self.serving.readers():
+            return
+        await self._poll_notes()
+        self.serving.switch(str(author_id))
+
+    async def _poll_switches(self) -> None:
+        """Users another process switched since the last look (with the clock margin)."""
+        if not self.serving.readers():
+            return
+        since = None if self._switches_seen is None else self._switches_seen - CLOCK_SKEW
+        records = await self._records.switched_since(since)
+        for record in records:
+            stamp = record.get("switched_at")
+            if stamp is not None and (
+                self._switches_seen is None or as_utc(stamp) > self._switches_seen
+            ):
+                self._switches_seen = as_utc(stamp)
+            if record.get("generation") == self.serving.configured.generation:
+                await self.switched(record["_id"], record["generation"])
 
     @asynccontextmanager
     async def committing(self, note: dict[str, Any]) -> AsyncIterator[None]:
@@ -251,11 +308,12 @@ class LocalIndexSync:
         self._maybe_prune()
 
     def _forget(self, note_id: str) -> None:
-        self.index.remove_note(note_id)
+        for serving in [self.serving.configured, *self.serving.older()]:
+            serving.index.remove_note(note_id)
         self._applied.pop(note_id, None)
 
     async def _apply_off_loop(
-        self, note: dict[str, Any], chunks: list[dict[str, Any]], started: int
+        self, note: dict[str, Any], chosen: list[Chosen], started: int
     ) -> int:
         """`_apply`, in a worker thread for a big note (building records and FTS5 rows for
         thousands of chunks would hold the event loop for seconds; the index is
@@ -268,10 +326,10 @@ class LocalIndexSync:
         began after that removal is putting the note back rightly, it goes."""
         note_id = str(note["_id"])
         self._apply_started[note_id] = max(self._apply_started.get(note_id, 0), started)
-        if len(chunks) <= _INLINE_APPLY_CHUNKS:
-            loaded = self._apply(note, chunks)
+        if sum(len(chunks) for _, _, chunks in chosen) <= _INLINE_APPLY_CHUNKS:
+            loaded = self._apply(note, chosen)
         else:
-            loaded = await asyncio.to_thread(self._apply, note, chunks)
+            loaded = await asyncio.to_thread(self._apply, note, chosen)
         removed = self._removed_at.get(note_id, 0)
         if removed > started and self._apply_started[note_id] < removed:
             self._forget(note_id)  # not `_drop`: this is no new removal to order applies by
@@ -279,7 +337,14 @@ class LocalIndexSync:
         return loaded
 
     async def poll_once(self, page: int = 1000) -> int:
-        """Apply commits made since the last poll (by any process); returns notes seen.
+        """Apply commits made since the last poll (by any process), then switches of users
+        (each after a second look at the commits); returns notes seen."""
+        seen = await self._poll_notes(page)
+        await self._poll_switches()
+        return seen
+
+    async def _poll_notes(self, page: int = 1000) -> int:
+        """Apply commits made since the last poll; returns notes seen.
 
         Re-reads a CLOCK_SKEW margin before the newest commit seen (another machine's clock
         may lag), then pages forward exactly; already-applied commits are skipped."""
@@ -295,8 +360,9 @@ class LocalIndexSync:
             seen += len(notes)
             last = as_utc(notes[-1]["indexed_at"]) if notes else None
             if len(notes) < page or last is None or last == since:
-                return seen
+                break
             since = last
+        return seen
 
     async def start(self) -> None:
         await self.load_all()
@@ -305,7 +371,7 @@ class LocalIndexSync:
     async def stop(self) -> None:
         if self._task is not None:
             await cancel_and_wait([self._task])
-        self.index.close()
+        self.serving.close()
 
     async def _poll_loop(self) -> None:
         failures = 0
