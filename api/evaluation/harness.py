@@ -30,6 +30,7 @@ from api.db.client import create_client, ensure_indexes
 from api.evaluation.dataset import Dataset, Question
 from api.evaluation.embedding_cache import CachingEmbedder
 from api.evaluation.metrics import Citation, Metrics, QuestionOutcome, RankedNote, aggregate, judge
+from api.indexing.generation import indexed_pin
 from api.indexing.runtime import build_indexing
 from api.notes.repository import NotesRepository, NotesSearchQueries
 from api.notes.schemas import NoteCreate
@@ -238,10 +239,16 @@ class EvalCorpus:
         chunks = ChunksRepository(self.db)
         notes = await self.db.notes.find(
             {"author_id": self.author_id, "indexed_version": {"$ne": None}},
-            {"_id": 1, "indexed_version": 1},
+            {
+                "_id": 1,
+                "indexed_version": 1,
+                "generation": 1,
+                "chunking_version": 1,
+                "embedding_model": 1,
+            },
         ).to_list()
-        pairs = [(n["_id"], int(n["indexed_version"])) for n in notes]
-        return [chunk_record(doc) async for doc in chunks.iter_versions(pairs)]
+        wanted = [(n["_id"], *pin) for n in notes if (pin := indexed_pin(n)) is not None]
+        return [chunk_record(doc) async for doc in chunks.iter_versions(wanted)]
 
 
 async def _load_notes(

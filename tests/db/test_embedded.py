@@ -125,7 +125,7 @@ async def test_ensure_indexes_is_idempotent_and_has_the_chunk_indexes(
             assert tuple(expected) in keys
         unique = [v for v in info.values() if v.get("unique")]
         assert [tuple(u["key"]) for u in unique] == [
-            (("note_id", 1), ("note_version", 1), ("chunk_index", 1))
+            (("note_id", 1), ("generation", 1), ("note_version", 1), ("chunk_index", 1))
         ]
     finally:
         await client.drop_database(db_name)

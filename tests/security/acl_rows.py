@@ -209,6 +209,7 @@ ROWS: list[Row] = [
         owner_sees_marker=True,
     ),
     Row("GET", "/v1/me", "user", 200, 200, _fixed("GET", "/v1/me")),
+    Row("GET", "/v1/index/status", "user", 200, 200, _fixed("GET", "/v1/index/status")),
     Row(
         "POST",
         "/v1/search",
