@@ -282,8 +282,9 @@ async def test_bad_chat_requests(api: Api) -> None:
 async def test_a_stream_replaced_by_the_extractive_answer_says_reset_first(
     chat_settings: Any, openai_stub: Any
 ) -> None:
-    """The model answers only with a reference the context lacks ("[9]"): the stream sends
-    it as a token, then `reset` (discard it), then the extractive fallback."""
+    """The model answers only with a reference the context lacks ("[9]"): the stream never
+    shows it (no token), says `reset` (the model's answer is replaced), then the
+    extractive fallback."""
     async with running_app(chat_settings) as api:
         h = await api.new_user()
         await add(api, h, "Postgres backups", BACKUPS)
@@ -294,7 +295,7 @@ async def test_a_stream_replaced_by_the_extractive_answer_says_reset_first(
         events = await streamed(api, h, payload)
         names = [e for e, _ in events]
         reset = names.index("reset")
-        assert names[0] == "citations" and "token" in names[:reset] and names[-1] == "done"
+        assert names[0] == "citations" and "token" not in names[:reset] and names[-1] == "done"
         shown = "".join(d["text"] for e, d in events[reset:] if e == "token")
         assert shown == events[-1][1]["answer"] == plain["answer"]
 
