@@ -53,7 +53,11 @@ def extractive_answer(
     q_terms = _terms(question)
     picks: list[tuple[float, int, int, str]] = []
     for rank, citation in enumerate(citations[: max_passages * 2]):
-        units = _passages(citation.text) or [" ".join(citation.text.split())]
+        # A note with no body text is cited by its outline (its headings) or, with none,
+        # by its title: the text it is found by.
+        units = _passages(citation.text) or [
+            " ".join(citation.text.split()) or " › ".join(citation.heading_path)
+        ]
         best = max(units, key=lambda s: (len(q_terms & _terms(s)), -abs(len(s) - 160)))
         overlap = len(q_terms & _terms(best))
         picks.append((overlap - 0.5 * rank, overlap, citation.ref, best))
@@ -65,6 +69,8 @@ def extractive_answer(
 
 
 _FENCE_OPEN = re.compile(r"^\s*(`{3,}|~{3,})")
+# An ATX heading line: its text, without the opening and closing "#"s.
+_ATX_HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]+(.*?))??(?:[ \t]+#+)?[ \t]*$")
 MAX_QUOTE_CHARS = 600
 MAX_QUOTE_LINES = 40
 MAX_BLOCK_CHARS = 1500
@@ -125,7 +131,11 @@ def _passages(text: str) -> list[str]:
                 prose.append(block[0])  # one line of code: quoted like a sentence
             i = blocks[i] + 1
             continue
-        if lines[i].strip():
+        heading = _ATX_HEADING.match(lines[i])
+        if heading:  # only an outline section holds heading lines: each is a unit
+            flush_prose()
+            units.append(heading[1] or "")
+        elif lines[i].strip():
             prose.append(lines[i])
         else:
             flush_prose()

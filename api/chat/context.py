@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 
+from api.chat.safety import neutralise
 from api.chat.types import Citation
 from api.chunking.data_uri import elide_data_uris
 from api.retrieval.types import NoteResult
@@ -90,7 +91,7 @@ def build_context(
             heading_path=list(heading_path),
             start_offset=section.start_offset,
             end_offset=section.end_offset,
-            snippet=snippet(text),
+            snippet=neutralise(snippet(text)),
             text=text,
             note_version=section.note_version,
         )

@@ -4,6 +4,8 @@ a citation marker is text, not a citation (pure)."""
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from itertools import accumulate
 from typing import Any
 
 import pyromark
@@ -70,3 +72,35 @@ def literal_spans(text: str) -> tuple[Spans, Spans, Spans, Spans]:
 
         code, html, autolinks, targets = chars(code), chars(html), chars(autolinks), chars(targets)
     return code, html, autolinks, targets
+
+
+def inline_spans(text: str) -> tuple[Spans, Spans]:
+    """Character spans of `text`'s code (blocks and spans) and of its inline constructs
+    (code spans, raw HTML tags, links and images, autolinks included), as the markdown
+    parser reads it."""
+    code: Spans = []
+    inline: Spans = []
+    for event, span in events(text):
+        if type(event) is not dict:
+            continue
+        tag = event.get("Start")
+        if tag is not None:
+            name = tag_name(tag)
+            if name == "CodeBlock":
+                code.append((span["start"], span["end"]))
+            elif name in ("Link", "Image"):
+                inline.append((span["start"], span["end"]))
+        elif "Code" in event:
+            code.append((span["start"], span["end"]))
+            inline.append((span["start"], span["end"]))
+        elif "InlineHtml" in event:
+            inline.append((span["start"], span["end"]))
+    if not text.isascii():
+        code, inline = _chars(text, code), _chars(text, inline)
+    return code, inline
+
+
+def _chars(text: str, spans: Spans) -> Spans:
+    """Byte spans of `text` as character spans."""
+    starts = list(accumulate((len(ch.encode("utf-8")) for ch in text), initial=0))
+    return [(bisect_right(starts, a) - 1, bisect_right(starts, b) - 1) for a, b in spans]

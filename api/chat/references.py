@@ -4,6 +4,7 @@ context did not hold (pure)."""
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 import unicodedata
 from collections.abc import Iterator
@@ -47,19 +48,26 @@ _SOURCES_LABEL = re.compile(
 _LABEL_TAIL = re.compile(r"[ \t]*[.;]?[ \t]*(?:\r?\n|\r|\Z)")
 
 
-def _group_refs(group: str) -> list[int]:
+_PARTS = re.compile(r"\s*[,;]\s*")
+_RANGE = re.compile(r"\d+\s*[–-]\s*\d+")
+_RANGE_DASH = re.compile(r"\s*[–-]\s*")
+
+
+# A streamed answer is cleaned again as it grows (`streaming`): its groups repeat.
+@functools.lru_cache(maxsize=4096)
+def _group_refs(group: str) -> tuple[int, ...]:
     """The references a marker's group cites; a number that is 0 or starts with 0 is none
     (`[1, 07]` cites 1). A group citing none is no marker (`items[0]`)."""
     refs: list[int] = []
-    for part in re.split(r"\s*[,;]\s*", group):
-        if re.fullmatch(r"\d+\s*[–-]\s*\d+", part):
-            ends = re.split(r"\s*[–-]\s*", part)
+    for part in _PARTS.split(group):
+        if _RANGE.fullmatch(part):
+            ends = _RANGE_DASH.split(part)
             if all(_numbered(x) for x in ends):
                 lo, hi = (int(x) for x in ends)
                 refs.extend(range(lo, hi + 1) if 0 < hi - lo < 20 else [lo, hi])
         elif _numbered(part.strip()):
             refs.append(int(part))
-    return refs
+    return tuple(refs)
 
 
 def _numbered(digits: str) -> bool:
@@ -119,6 +127,7 @@ def remove_invented_refs(answer: str, valid: set[int]) -> str:
     as the model wrote them. Linear in the answer's length (it runs on the event loop)."""
     prose = _prose(answer)
     out: list[str] = []
+    tail = ""  # the end of the output so far (`_forms_marker` looks at it)
     pos = scan = 0
     dropped: list[tuple[int, int]] = []
     expected: list[int] = []  # what the cleaned answer cites, marker by marker
@@ -134,14 +143,20 @@ def remove_invented_refs(answer: str, valid: set[int]) -> str:
             run.append(nxt)
         kept = [[r for r in _group_refs(m["refs"]) if r in valid] for m in run]
         if any(kept):
-            out.append(answer[pos : match.start()] + _kept_run(answer, run, gaps, kept))
+            text = answer[pos : match.start()] + _kept_run(answer, run, gaps, kept)
             expected.extend(r for refs in kept for r in dict.fromkeys(refs))
             pos = scan = run[-1].end()
         else:
-            text, pos = _dropped_run(answer, pos, run)
-            out.append(text)
-            dropped.append((match.start(), pos))
-            scan = pos
+            text, end = _dropped_run(answer, pos, run)
+            if _forms_marker(tail + text, answer, end):
+                # What surrounds the run would form a new marker without it ("Step
+                # [3[9]] applies." would give "Step [3] applies."): escaped in place.
+                text, end = _escaped_run(answer, pos, run), run[-1].end()
+            else:
+                dropped.append((match.start(), end))
+            pos = scan = end
+        out.append(text)
+        tail = (tail + text)[-_WINDOW:]
     out.append(answer[pos:])
     # Blank edges only: a leading indented code block keeps its indentation (stripped,
     # it would become a paragraph whose "[9]" reads as a citation) ...
@@ -153,11 +168,38 @@ def remove_invented_refs(answer: str, valid: set[int]) -> str:
     if answer[:1] not in (" ", "\t") and _within(prose, first, first + 1):
         cleaned = cleaned.lstrip(" \t")
     if _citations(cleaned) != expected:
-        # What surrounded a dropped marker formed a new one ("Step [3[9]] applies." would
-        # give "Step [3] applies."): escape the invented markers in place instead, so the
-        # answer never cites what the model did not.
+        # A marker formed or lost some other way (a run longer than the window around a
+        # dropped one): escape every invented marker in place instead, so the answer never
+        # cites what the model did not.
         return _escape_invented(answer, prose, valid)
     return cleaned
+
+
+# How far around a dropped run `_forms_marker` looks: a marker is a few characters.
+_WINDOW = 64
+
+
+def _forms_marker(before: str, answer: str, end: int) -> bool:
+    """Whether the output so far (`before`, its end at least) joined to the answer's text
+    from `end` on holds a marker across the join, one the answer did not have."""
+    left = before[-_WINDOW:]
+    joined = left + answer[end : end + _WINDOW]
+    join = len(left)
+    return any(
+        m.start("refs") - 1 < join < m.end() and _group_refs(m["refs"])
+        for m in REF_GROUP.finditer(joined, max(0, join - _WINDOW))
+    )
+
+
+def _escaped_run(answer: str, pos: int, run: list[re.Match[str]]) -> str:
+    """The text from `pos` to the end of a run citing nothing valid, with each of its
+    markers escaped (`\\[9\\]` shows as "[9]" and cites nothing)."""
+    out: list[str] = []
+    for m in run:
+        out.append(answer[pos : m.start("refs") - 1])
+        out.append(f"\\[{m['refs']}\\]")
+        pos = m.end()
+    return "".join(out)
 
 
 def _citations(answer: str) -> list[int]:

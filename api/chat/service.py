@@ -15,6 +15,8 @@ from api.chat.answer import EXTRACTIVE_PREFIX, FALLBACK_PREFIX, extractive_answe
 from api.chat.context import build_context
 from api.chat.prompts import build_messages
 from api.chat.references import remove_invented_refs, used_citations
+from api.chat.safety import neutralise
+from api.chat.streaming import AnswerStream
 from api.chat.types import ChatEvent, ChatResult, Citation, Retrieved
 from api.retrieval.service import RetrievalService
 from api.retrieval.types import SearchFilters
@@ -81,7 +83,7 @@ class ChatService:
         return Retrieved(context, citations, outcome.warning)
 
     def _finish(self, raw: str, citations: list[Citation]) -> tuple[str, list[Citation]]:
-        answer = remove_invented_refs(raw, {c.ref for c in citations})
+        answer = final_answer(raw, {c.ref for c in citations})
         return answer, used_citations(answer, citations)
 
     def _extractive(self, message: str, found: Retrieved, warning: str | None = None) -> ChatResult:
@@ -89,7 +91,7 @@ class ChatService:
         answer, refs = extractive_answer(message, found.citations, prefix=prefix)
         used = [c for c in found.citations if c.ref in set(refs)]
         return ChatResult(
-            answer=answer,
+            answer=neutralise(answer),  # quotes of notes: what a note holds is data too
             citations=used,
             mode="extractive",
             warning=_warnings(found.warning, warning),
@@ -139,11 +141,14 @@ class ChatService:
         history: list[ChatMessage],
         filters: SearchFilters | None,
     ) -> AsyncIterator[ChatEvent]:
-        """The same answer as `answer`, as events. Tokens are streamed as the model writes
-        them; the final `done` event carries the cleaned answer and the used citations
-        (identical to the JSON response). When the model's streamed answer is replaced by
-        the extractive one (the model failed mid-answer, or its answer held no reference
-        the context had), a `reset` event says to discard the tokens shown so far."""
+        """The same answer as `answer`, as events. Tokens are the final answer as the model
+        writes it: what the final answer would change (a reference the context did not
+        hold, an image, raw HTML) is held back until it is settled (`streaming`), so the
+        tokens joined are the `done` answer. The final `done` event carries that answer and
+        the used citations (identical to the JSON response). When the model's streamed
+        answer is replaced by the extractive one (the model failed mid-answer, or its
+        answer held no reference the context had), or a construct changed meaning only at
+        its end, a `reset` event says to discard the tokens shown so far."""
         found = await self.context(author_id, message, filters)
         citations = found.citations
         yield ChatEvent("citations", {"citations": [citation_dict(c) for c in citations]})
@@ -152,32 +157,49 @@ class ChatService:
             yield ChatEvent("token", {"text": result.answer})
             yield ChatEvent("done", result_dict(result))
             return
-        parts: list[str] = []
+        valid = {c.ref for c in citations}
+        stream = AnswerStream(lambda raw: final_answer(raw, valid))
+        deltas = 0
         warning = _EMPTY_WARNING
         try:
             async for delta in self.model.stream(
                 build_messages(found.context, message, _trim_history(history))
             ):
-                parts.append(delta)
-                yield ChatEvent("token", {"text": delta})
+                deltas += 1
+                if shown := stream.push(delta):
+                    yield ChatEvent("token", {"text": shown})
         except ChatError as exc:
             # Mid-answer too: the JSON path answers with quotes here, so the stream does.
-            log.warning("chat.stream_failed", error=str(exc)[:300], tokens_sent=len(parts))
+            log.warning("chat.stream_failed", error=str(exc)[:300], deltas=deltas)
             warning = f"chat model unavailable ({exc}); extractive answer"
         else:
-            answer, used = self._finish("".join(parts), citations)
+            answer, rest, reset = stream.close()
             if answer:
+                if reset:
+                    log.info("chat.stream_reset", shown=len(stream.shown), answer=len(answer))
+                    yield ChatEvent("reset", {"reason": _CHANGED_AT_END})
+                if rest:
+                    yield ChatEvent("token", {"text": rest})
+                used = used_citations(answer, citations)
                 yield ChatEvent("done", result_dict(self._llm(self.model, answer, used, found)))
                 return
         # The model failed, or answered nothing but references the context did not hold.
         result = self._extractive(message, found, warning=warning)
-        if parts:  # the model's tokens were shown: tell the client to discard them
+        if deltas:  # the model's answer is replaced: discard whatever of it was shown
             yield ChatEvent("reset", {"reason": warning})
         yield ChatEvent("token", {"text": result.answer})
         yield ChatEvent("done", result_dict(result))
 
 
 _EMPTY_WARNING = "chat model returned an empty answer; extractive answer"
+_CHANGED_AT_END = "the end of the answer changed how text shown before it reads; the answer follows"
+
+
+def final_answer(raw: str, valid: set[int]) -> str:
+    """A model's answer as returned: references the context did not hold removed, then
+    what a note may have injected neutralised (`safety`); in this order, since dropping a
+    marker can join what was apart (`![x]` + `[9]` + `(url)`), never the other way."""
+    return neutralise(remove_invented_refs(raw, valid))
 
 
 def citation_dict(c: Citation) -> dict[str, Any]:

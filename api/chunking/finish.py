@@ -218,6 +218,13 @@ class Finisher:
         n = self.tokenizer.count(readable)
         return (readable, n) if n <= count else (content, count)
 
+    def line_within_input(self, crumb: Crumb) -> str:
+        """The breadcrumb line alone, shortened to fit the model's input: what is embedded
+        for a chunk with no content."""
+        if crumb.bound <= self.max_input or self.crumb_tokens(crumb) <= self.max_input:
+            return crumb.line
+        return self._shorten(crumb.path, self.max_input)
+
     def embedding_text(self, crumb: Crumb, content: str, count: int) -> str:
         """Breadcrumb + blank line + content, within `max_input_tokens`."""
         if not crumb.embed:

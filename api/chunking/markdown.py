@@ -3,18 +3,22 @@
 One parse (pulldown-cmark), one tokenizer pass over the whole note, then pure offset
 arithmetic: see docs/chunking.md for the contract and `split`, `split_code`, `finish` for how
 each rule is met. Only top-level headings open sections (a heading inside a list item or
-block quote is content); heading lines are not part of any chunk, they are the breadcrumb.
-A section that fits `max_chunk_tokens` is one chunk, however small: tiny sections are not
-merged with each other, since that would give a chunk two breadcrumbs. A longer section's
-pieces aim at 2/3 of the limit, cut where the text changes topic (`cohesion`).
+block quote is content); heading lines are not part of any chunk, they are the breadcrumb,
+except in a note with no body text, whose one `outline` chunk holds them. A section that
+fits `max_chunk_tokens` is one chunk, however small: tiny sections are not merged with each
+other, since that would give a chunk two breadcrumbs. A longer section's pieces aim at 2/3
+of the limit, cut where the text changes topic (`cohesion`).
 """
 
 from __future__ import annotations
+
+import hashlib
 
 import pyromark
 
 from api.chunking.data_uri import mask_data_uris
 from api.chunking.finish import Crumb, Finisher, settle
+from api.chunking.front_matter import front_matter_end
 from api.chunking.obsidian import front_matter_aliases
 from api.chunking.packing import DEFAULT_TARGET_SHARE
 from api.chunking.parse import Document, heading_text, parse
@@ -28,8 +32,9 @@ from api.tokenizer.encoders import Tokenizer, default_tokenizer
 # Bump when the algorithm changes in a way that can change any chunk.
 # 4: chunks carry section_index; 5: data: URI payloads not embedded; 6: cuts of a split
 # section move to where the text changes topic (`cohesion`); 7: wikilinks embedded as their
-# text, front matter aliases beside the title (`obsidian`).
-ALGORITHM_REVISION = 7
+# text, front matter aliases beside the title (`obsidian`); 8: a note with no body text
+# yields one `outline` chunk (its heading lines, or nothing but its title).
+ALGORITHM_REVISION = 8
 DEFAULT_MAX_INPUT_TOKENS = 8191  # OpenAI text-embedding-3-*
 
 
@@ -123,13 +128,30 @@ class ChunkerBase:
         return limits
 
     def chunk_note(self, note_content: str, note_title: str) -> list[MarkdownChunk]:
-        """The chunks of one note, in document order; [] for empty or blank content."""
-        if not note_content or note_content.isspace():
+        """The chunks of one note, in document order. A note with no body text (blank, or
+        only front matter) is one `outline` chunk with empty content, findable by its
+        title; [] when the title is blank too."""
+        chunks: list[MarkdownChunk] = []
+        if note_content and not note_content.isspace():
+            masked = mask_data_uris(note_content, note_title or "")
+            if masked is None:
+                chunks = self._chunk(note_content, note_title)
+            else:
+                chunks = masked.unmask(self._chunk(masked.text, note_title))
+        return chunks or self._title_only(note_content or "", note_title)
+
+    def _title_only(self, note_content: str, note_title: str) -> list[MarkdownChunk]:
+        """The one chunk of a note with no text but its title: empty content at the end of
+        the front matter (if any), the title as breadcrumb and as all that is embedded."""
+        title = clean_title(note_title)
+        if not title:
             return []
-        masked = mask_data_uris(note_content, note_title or "")
-        if masked is None:
-            return self._chunk(note_content, note_title)
-        return masked.unmask(self._chunk(masked.text, note_title))
+        data = sanitize(note_content).encode("utf-8")
+        at = len(data[: front_matter_end(data)].decode("utf-8"))
+        finisher = Finisher(self.tokenizer, SourceText(""), self.max_input_tokens)
+        line = finisher.line_within_input(finisher.crumb([title]))
+        digest = hashlib.sha256(line.encode("utf-8")).hexdigest()
+        return [MarkdownChunk("", [title], "outline", 0, 0, at, at, title, 1, "only", digest, line)]
 
     def _chunk(self, note_content: str, note_title: str) -> list[MarkdownChunk]:
         raise NotImplementedError
@@ -245,7 +267,35 @@ class MarkdownChunker(ChunkerBase):
                 crumb,
                 splitter.section(start, len(src), members, self.limits(finisher, crumb)),
             )
+        if not pieces:
+            return self._outline(doc, index, finisher, title)
         return finisher.chunks(crumbs, settle(index, pieces))
+
+    def _outline(
+        self, doc: Document, index: TokenIndex, finisher: Finisher, title: str
+    ) -> list[MarkdownChunk]:
+        """The one chunk of a note whose only text is headings: its heading lines, from
+        the first, as many whole ones as fit `max_chunk_tokens` (at least a cut of the
+        first), under the title alone, so the note is found by its title and headings.
+        [] when it has no heading either."""
+        heads = [doc.blocks[bi] for bi in doc.top if doc.blocks[bi].kind == "heading"]
+        if not heads:
+            return []
+        ends = [head.end for head in heads]
+        src = doc.src
+        start = src.line_start(heads[0].start, doc.body_start)
+        crumb = finisher.crumb([title] if title else [])
+        limit = self.limits(finisher, crumb).normal
+        lo, hi = 0, len(ends) - 1  # the last heading whose end fits the limit (or the first)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if index.estimate(start, ends[mid]) <= limit:
+                lo = mid
+            else:
+                hi = mid - 1
+        s, e = src.trim(start, ends[lo])
+        settled = settle(index, [Piece(s, e, "outline", limit, index.estimate(s, e))])
+        return finisher.chunks([crumb], settled[:1])
 
     @staticmethod
     def _add(pieces: list[Piece], crumbs: list[Crumb], crumb: Crumb, new: list[Piece]) -> None:

@@ -32,7 +32,8 @@ class Chunker(Protocol):
         ...
 
     def chunk_note(self, note_content: str, note_title: str) -> list[MarkdownChunk]:
-        """The note's chunks in document order ([] for blank content)."""
+        """The note's chunks in document order (one `outline` chunk for a note with
+        no body text; [] when its title is blank too)."""
         ...
 
 

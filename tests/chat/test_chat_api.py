@@ -126,6 +126,31 @@ async def test_sse_stream_matches_json(chat_settings: Any, openai_stub: Any) -> 
         }
 
 
+async def test_sse_tokens_never_show_an_invented_reference(
+    chat_settings: Any, openai_stub: Any
+) -> None:
+    """The model answers "... See also [9]." a character per chunk: no `token` event ever
+    shows "[9]" (the context holds fewer sections), and the tokens joined are the JSON
+    answer, with no `reset`."""
+    async with running_app(chat_settings) as api:
+        h = await api.new_user()
+        await add(api, h, "Postgres backups", BACKUPS)
+        openai_stub.set_chat_reply(list("It runs at 02:00 UTC [1]. See also [9]."))
+        payload = {"message": "When does the nightly backup run?"}
+        plain = (await api.client.post("/v1/chat", json=payload, headers=h)).json()
+        events = await streamed(api, h, payload)
+        names = [e for e, _ in events]
+        assert "reset" not in names and names.count("token") > 1, names
+        assert len(events[0][1]["citations"]) < 9
+        shown = ""
+        for name, data in events:
+            if name == "token":
+                shown += data["text"]
+                assert "9" not in shown.replace("02:00", ""), shown
+        assert shown == events[-1][1]["answer"] == plain["answer"]
+        assert plain["answer"] == "It runs at 02:00 UTC [1]. See also."
+
+
 async def test_extractive_stream(api: Api) -> None:
     h = await api.new_user()
     await add(api, h, "Postgres backups", BACKUPS)
@@ -282,8 +307,9 @@ async def test_bad_chat_requests(api: Api) -> None:
 async def test_a_stream_replaced_by_the_extractive_answer_says_reset_first(
     chat_settings: Any, openai_stub: Any
 ) -> None:
-    """The model answers only with a reference the context lacks ("[9]"): the stream sends
-    it as a token, then `reset` (discard it), then the extractive fallback."""
+    """The model answers only with a reference the context lacks ("[9]"): the stream never
+    shows it (no token), says `reset` (the model's answer is replaced), then the
+    extractive fallback."""
     async with running_app(chat_settings) as api:
         h = await api.new_user()
         await add(api, h, "Postgres backups", BACKUPS)
@@ -294,7 +320,7 @@ async def test_a_stream_replaced_by_the_extractive_answer_says_reset_first(
         events = await streamed(api, h, payload)
         names = [e for e, _ in events]
         reset = names.index("reset")
-        assert names[0] == "citations" and "token" in names[:reset] and names[-1] == "done"
+        assert names[0] == "citations" and "token" not in names[:reset] and names[-1] == "done"
         shown = "".join(d["text"] for e, d in events[reset:] if e == "token")
         assert shown == events[-1][1]["answer"] == plain["answer"]
 

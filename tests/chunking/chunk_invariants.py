@@ -186,7 +186,9 @@ def check_chunks(
     max_chunk = chunker.max_chunk_tokens  # type: ignore[attr-defined]
     clean_title = " ".join(title.split())
     if not text.strip():
-        assert chunks == []
+        assert chunks == [] if not clean_title else [c.chunk_type for c in chunks] == ["outline"]
+    if any(c.chunk_type == "outline" for c in chunks):
+        _check_outline(chunks, text, clean_title, chunker)
         return
     n = len(chunks)
     mask = non_ws_mask(text)
@@ -243,6 +245,43 @@ def check_chunks(
     assert len(missing) == 0, f"dropped {len(missing)} chars, e.g. {text[missing[0] :][:40]!r}"
     if strategy == "hierarchical_markdown" and expect_structure:
         _check_structure(chunks, info, clean_title, max_input)
+
+
+def _check_outline(chunks: list[MarkdownChunk], text: str, title: str, chunker: object) -> None:
+    """A note with no body text is one `outline` chunk: its heading lines (hierarchical
+    chunker only; the others hold them as content), or nothing, under the title alone."""
+    strategy = chunker.strategy  # type: ignore[attr-defined]
+    tok = chunker.tokenizer  # type: ignore[attr-defined]
+    max_input = chunker.max_input_tokens  # type: ignore[attr-defined]
+    (c,) = chunks
+    assert (c.chunk_index, c.total_chunks, c.chunk_position, c.section_index) == (0, 1, "only", 0)
+    assert c.heading_path == ([title] if title else []) and c.section_path == title
+    assert c.content_md == text[c.start_offset : c.end_offset] == c.content_md.strip()
+    assert c.content_hash == hashlib.sha256(c.embedding_text.encode()).hexdigest()
+    assert tok.count(c.embedding_text) <= max_input
+    info = structure(text)
+    body = non_ws_mask(text)
+    body[: info.body_start] = False
+    if strategy == "hierarchical_markdown":  # the other strategies hold headings as content
+        for s, e, _, _ in info.headings:
+            body[s:e] = False
+    assert not body.any(), "a note with body text has no outline chunk"
+    if not c.content_md:
+        assert title and not info.headings
+        assert c.start_offset == c.end_offset == info.body_start
+        assert c.token_count == 0
+        shortened = c.embedding_text.endswith("…") and tok.count(title) > max_input
+        assert c.embedding_text == title or shortened
+        return
+    assert strategy == "hierarchical_markdown" and info.headings
+    first = info.headings[0]
+    assert first[0] <= c.start_offset and not text[first[0] : c.start_offset].strip()
+    inside = [h for h in info.headings if h[0] < c.end_offset]
+    assert c.end_offset <= inside[-1][1]
+    embedded = embedded_content(c, text, payload_spans(text, note=True))
+    assert c.token_count == tok.count(embedded)
+    assert c.token_count <= chunker.max_chunk_tokens or len(inside) == 1  # type: ignore[attr-defined]
+    assert c.embedding_text == embedded or c.embedding_text.endswith("\n\n" + embedded)
 
 
 def payload_spans(text: str, *, note: bool = False) -> list[tuple[int, int]]:

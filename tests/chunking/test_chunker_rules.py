@@ -208,12 +208,43 @@ def test_nul_bytes_and_lone_surrogates_do_not_break_offsets() -> None:
 
 @pytest.mark.parametrize("text", ["", " ", "\n\n\t  \r\n", "\u3000\n"])
 @pytest.mark.parametrize("strategy", ["hierarchical_markdown", "fixed_tokens", "whole_note"])
-def test_blank_input_gives_no_chunks(text: str, strategy: str) -> None:
-    assert get_chunker(strategy).chunk_note(text, "T") == []  # type: ignore[arg-type]
+def test_blank_input_gives_only_a_title_chunk(text: str, strategy: str) -> None:
+    """A note with nothing but its title is still found by it: one `outline` chunk with
+    empty content (offsets 0, 0) whose embedded text is the title; none without a title."""
+    chunker = get_chunker(strategy)  # type: ignore[arg-type]
+    (only,) = chunker.chunk_note(text, "T")
+    assert (only.chunk_type, only.content_md, only.heading_path) == ("outline", "", ["T"])
+    assert (only.start_offset, only.end_offset, only.embedding_text) == (0, 0, "T")
+    check_chunks([only], text, "T", chunker)
+    assert chunker.chunk_note(text, " ") == []
 
 
-def test_front_matter_only_gives_no_chunks() -> None:
-    assert chunk("---\ntitle: only metadata\n---\n") == []
+def test_front_matter_only_gives_only_a_title_chunk() -> None:
+    text = "---\ntitle: only metadata\n---\n"
+    (only,) = chunk(text)
+    assert (only.chunk_type, only.content_md, only.start_offset) == ("outline", "", len(text))
+    assert chunk(text, title="") == []
+
+
+def test_a_note_of_headings_only_is_one_outline_chunk() -> None:
+    """Headings with no body anywhere: one chunk holding the heading lines, under the
+    title, so the note is found by its title and headings. A note with any body text
+    keeps the rule that a heading with no body of its own yields no chunk."""
+    text = "# Title\n## Kubernetes zebra\n\n### Empty too\n"
+    (only,) = chunk(text, title="Infra")
+    assert only.chunk_type == "outline" and only.heading_path == ["Infra"]
+    assert only.content_md == "# Title\n## Kubernetes zebra\n\n### Empty too"
+    assert only.embedding_text == "Infra\n\n" + only.content_md
+    with_body = chunk(text + "\nBody.\n", title="Infra")
+    assert [c.content_md for c in with_body] == ["Body."]
+    assert with_body[0].heading_path == ["Infra", "Title", "Kubernetes zebra", "Empty too"]
+
+
+def test_an_outline_holds_the_headings_that_fit() -> None:
+    text = "\n".join(f"# Heading number {i}" for i in range(400))
+    (only,) = chunk(text, max_chunk_tokens=50)
+    assert only.chunk_type == "outline" and 40 <= only.token_count <= 50
+    assert only.content_md.startswith("# Heading number 0\n# Heading number 1\n")
 
 
 # Code blocks.

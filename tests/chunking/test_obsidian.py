@@ -105,4 +105,5 @@ def test_a_note_without_obsidian_markup_chunks_as_before() -> None:
 
 
 def test_the_revision_moves_so_stored_notes_are_chunked_again() -> None:
-    assert ALGORITHM_REVISION >= 7 and ":r7:" in MarkdownChunker().version
+    assert ALGORITHM_REVISION >= 7
+    assert f":r{ALGORITHM_REVISION}:" in MarkdownChunker().version

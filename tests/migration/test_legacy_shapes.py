@@ -28,7 +28,8 @@ DROP = object()
 CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "title_null": ({"title": None}, {"title": ""}),
     "title_int": ({"title": 7}, {"title": "7"}),
-    "content_null": ({"content_md": None}, {"content_md": "", "chunk_count": 0}),
+    # No content: one chunk all the same, so the note is found by its title.
+    "content_null": ({"content_md": None}, {"content_md": "", "chunk_count": 1}),
     "tags_string": ({"tags": "ops"}, {"tags": ["ops"]}),
     "tags_mixed": ({"tags": ["ops", None, 3, {"name": "x"}, "ops"]}, {"tags": ["ops", "3"]}),
     "status_missing": ({"status": DROP}, {"status": "active", "index_status": "indexed"}),

@@ -111,8 +111,9 @@ class StubServer:
         self.state.set_delay(seconds, count)
 
     def set_chat_reply(self, reply: ChatReply | None, *, refusal: bool = False) -> None:
-        """Reply text (or a function of the request body) for chat completions; with
-        `refusal`, sent as the model's refusal (see `StubState.set_chat_reply`)."""
+        """Reply text, the pieces a streamed reply is sent in, or a function of the request
+        body giving either, for chat completions; with `refusal`, sent as the model's
+        refusal (see `StubState.set_chat_reply`)."""
         self.state.set_chat_reply(reply, refusal=refusal)
 
     def break_next_stream(self, after_pieces: int, how: Literal["error", "drop"]) -> None:

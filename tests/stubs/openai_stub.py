@@ -52,7 +52,9 @@ _ERROR_TYPES = {
     429: "rate_limit_exceeded",
 }
 
-ChatReply = str | Callable[[dict[str, Any]], str]
+# A reply, a function of the request body giving one, or the exact pieces a streamed reply
+# is sent in (joined when not streamed): every chunk boundary a test wants to see.
+ChatReply = str | list[str] | Callable[[dict[str, Any]], str | list[str]]
 # How a streamed chat answer breaks off: "error" sends an error event (as the API does when
 # the model fails mid-answer), "drop" closes the connection without ending the response.
 StreamBreak = tuple[int, Literal["error", "drop"]]
@@ -140,9 +142,10 @@ class StubState:
             self._delay_count = count
 
     def set_chat_reply(self, reply: ChatReply | None, *, refusal: bool = False) -> None:
-        """Fixed reply text, a function of the request body, or None for the default. With
-        `refusal`, the reply is sent as the model's refusal (`message.refusal`, or `refusal`
-        deltas when streamed) with no content, as the API does when a model declines."""
+        """Fixed reply text, the exact pieces to stream it in (a list), a function of the
+        request body giving either, or None for the default. With `refusal`, the reply is
+        sent as the model's refusal (`message.refusal`, or `refusal` deltas when streamed)
+        with no content, as the API does when a model declines."""
         with self._lock:
             self._chat_reply = reply
             self._refusal = refusal
@@ -178,12 +181,12 @@ class StubState:
                 entry.status = failure.status
             return entry, failure, delay
 
-    def _reply_for(self, body: dict[str, Any]) -> tuple[str, bool]:
+    def _reply_for(self, body: dict[str, Any]) -> tuple[str | list[str], bool]:
         with self._lock:
             reply, refusal = self._chat_reply, self._refusal
         if reply is None:
             return default_chat_reply(body), refusal
-        return (reply if isinstance(reply, str) else reply(body)), refusal
+        return (reply(body) if callable(reply) else reply), refusal
 
 
 def _error(
@@ -266,7 +269,7 @@ def _embeddings(body: dict[str, Any]) -> Response:
 
 def _chat(
     body: dict[str, Any],
-    reply: str,
+    reply: str | list[str],
     seq: int,
     broken: StreamBreak | None = None,
     *,
@@ -276,6 +279,8 @@ def _chat(
     messages = body.get("messages")
     if not isinstance(model, str) or not isinstance(messages, list) or not messages:
         return _error(400, "'model' and a non-empty 'messages' array are required")
+    pieces = reply if isinstance(reply, list) else re.findall(r"\s*\S+|\s+", reply)
+    reply = "".join(pieces)
     tok = tiktoken_tokenizer("cl100k_base")
     prompt_tokens = sum(tok.count(str(m.get("content") or "")) for m in messages)
     completion_tokens = tok.count(reply)
@@ -321,7 +326,7 @@ def _chat(
 
     async def events() -> AsyncIterator[str]:
         yield chunk({"role": "assistant", "content": ""}, None)
-        for n, piece in enumerate(re.findall(r"\s*\S+|\s+", reply)):
+        for n, piece in enumerate(pieces):
             if broken is not None and n == broken[0]:
                 if broken[1] == "drop":
                     raise ConnectionAbortedError("stub: stream dropped")
