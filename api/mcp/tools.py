@@ -13,8 +13,8 @@ from api.chat.schemas import ChatResponse
 from api.chat.service import ChatService, result_dict
 from api.errors import Conflict, PreconditionFailed, ValidationFailed
 from api.mcp.schemas import (
-    Appended,
     AppendArgs,
+    Appended,
     AskArgs,
     GetNoteArgs,
     ListNotesArgs,
