@@ -6,6 +6,7 @@ process can answer any request and no session can pass from one key to another."
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -61,12 +62,16 @@ class McpEndpoint:
             json_response=True,
             max_request_body_size=self.max_body_bytes,
         )
-        async with manager.run():
-            self._manager, self._container = manager, container
-            try:
-                yield
-            finally:
-                self._manager = self._container = None
+        started, stop = asyncio.Event(), asyncio.Event()
+        task = asyncio.create_task(_serve(manager, started, stop))
+        await _started(task, started)
+        self._manager, self._container = manager, container
+        try:
+            yield
+        finally:
+            self._manager = self._container = None
+            stop.set()
+            await task
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         manager, container = self._manager, self._container
@@ -94,6 +99,26 @@ class McpEndpoint:
         scope.setdefault("state", {})["user"] = user
         scope["state"]["user_id"] = str(user.id)
         await manager.handle_request(scope, receive, send)
+
+
+async def _serve(
+    manager: StreamableHTTPSessionManager, started: asyncio.Event, stop: asyncio.Event
+) -> None:
+    """Run the SDK's session manager in a task of its own: its task group must be left by
+    the task that entered it, and an app's lifespan may start and end in different tasks
+    (tests drive it so)."""
+    async with manager.run():
+        started.set()
+        await stop.wait()
+
+
+async def _started(task: asyncio.Task[None], started: asyncio.Event) -> None:
+    """Wait until `task` has started the manager (or raise why it could not)."""
+    waiting = asyncio.create_task(started.wait())
+    await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    if not started.is_set():
+        waiting.cancel()
+        await task  # raises what stopped it
 
 
 def _authorization(scope: Scope) -> str | None:
