@@ -30,6 +30,16 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 
+class MethodNotAllowed(DomainError):
+    status, code = 405, "method_not_allowed"
+
+
+NOT_POST = MethodNotAllowed(
+    "send MCP messages with POST; this server keeps no sessions and opens no event stream",
+    headers={"Allow": "POST"},
+)
+
+
 async def request_user(ctx: ServerRequestContext[Any, Any]) -> User:
     """The user `McpEndpoint` authenticated for the HTTP request carrying this message."""
     request = ctx.request
@@ -95,6 +105,10 @@ class McpEndpoint:
                 receive,
                 send,
             )
+            return
+        if scope.get("method") != "POST":
+            # Stateless: no stream for server-initiated messages, no session to delete.
+            await _error(NOT_POST, scope, receive, send)
             return
         scope.setdefault("state", {})["user"] = user
         scope["state"]["user_id"] = str(user.id)

@@ -71,6 +71,17 @@ async def test_authentication_and_rate_limit(make_settings: Any) -> None:
         assert r.json()["error"] == "rate_limited" and int(r.headers["retry-after"]) >= 1
 
 
+async def test_only_post_is_served(api: Api) -> None:
+    """Stateless: no event stream to open with GET (it would never end), no session to
+    DELETE; both answer 405 after the key is checked."""
+    h = {**(await api.new_user()), "Accept": "application/json, text/event-stream"}
+    for method in ("GET", "DELETE", "PUT"):
+        r = await api.client.request(method, "/mcp", headers=h)
+        assert r.status_code == 405 and r.headers["allow"] == "POST", (method, r.text)
+        assert r.json()["error"] == "method_not_allowed"
+    assert (await api.client.get("/mcp")).status_code == 401
+
+
 async def test_revoked_key_is_refused(make_settings: Any) -> None:
     async with running_app(make_settings()) as api:
         s = await seed(api)
