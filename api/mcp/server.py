@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 from pymongo.errors import PyMongoError
 
 from api.db.client import is_unavailable
-from api.errors import BadRequest, DomainError, NotFound, ValidationFailed
+from api.errors import BadRequest, DomainError, Forbidden, NotFound, ValidationFailed
 from api.mcp.tools import TOOLS, Services, ToolSpec
 from api.notes.schemas import NoteSummary
 from api.users.types import User
@@ -75,19 +75,27 @@ def build_server(access: McpAccess) -> Server[Any]:
     )
 
 
+class InvalidArguments(ValidationFailed):
+    code = "invalid_arguments"
+
+
 def tool_error(message: str) -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=message)], is_error=True
     )
 
 
-def describe(exc: ValidationError) -> str:
-    """Which arguments are wrong and why (never their values: they may be long)."""
-    parts = []
-    for err in exc.errors(include_input=False):
-        where = ".".join(str(p) for p in err["loc"]) or "arguments"
-        parts.append(f"{where}: {err['msg']}")
-    return "invalid arguments: " + "; ".join(parts)
+def arguments(spec: ToolSpec, given: dict[str, Any] | None) -> BaseModel:
+    """The call's arguments, validated by the tool's model; `InvalidArguments` names each
+    wrong field and why (never its value: it may be long)."""
+    try:
+        return spec.args.model_validate(given or {})
+    except ValidationError as exc:
+        parts = []
+        for err in exc.errors(include_input=False):
+            where = ".".join(str(p) for p in err["loc"]) or "arguments"
+            parts.append(f"{where}: {err['msg']}")
+        raise InvalidArguments("; ".join(parts)) from None
 
 
 def _tool(spec: ToolSpec) -> types.Tool:
@@ -136,10 +144,7 @@ class Handlers:
         try:
             user = await self.access.user_of(ctx)
             spec = self._spec(name)
-            args = spec.args.model_validate(params.arguments or {})
-            result = await spec.run(self.access.services, user, args)
-        except ValidationError as exc:
-            return tool_error(describe(exc))
+            result = await spec.run(self.access.services, user, arguments(spec, params.arguments))
         except Exception as exc:
             return tool_error(_failure(exc, f"tool {name}"))
         log.info("mcp.tool_called", tool=name, user_id=str(user.id))
@@ -151,7 +156,7 @@ class Handlers:
             known = ", ".join(t.name for t in self.access.listed())
             raise BadRequest(f"unknown tool {name[:100]!r}; the tools are: {known}")
         if spec.writes and not self.access.allow_writes:
-            raise BadRequest(WRITE_REFUSED.format(name=name))
+            raise Forbidden(WRITE_REFUSED.format(name=name))
         return spec
 
     async def list_resources(

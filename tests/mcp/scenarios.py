@@ -111,18 +111,18 @@ async def check_isolation(client: Client, s: Seeded) -> None:
 
 BAD_ARGUMENTS = [
     ("get_note", {"note_id": "0" * 24}, "not_found: note not found"),
-    ("get_note", {"note_id": "not-an-id"}, "invalid arguments: note_id"),
-    ("get_note", {}, "invalid arguments: note_id: Field required"),
+    ("get_note", {"note_id": "not-an-id"}, "invalid_arguments: note_id"),
+    ("get_note", {}, "invalid_arguments: note_id: Field required"),
     ("get_note", {"note_id": "{id}", "end_offset": 10_000}, "past the end of the note"),
     ("get_note", {"note_id": "{id}", "start_offset": 9, "end_offset": 3}, "must be before"),
-    ("get_note", {"note_id": "{id}", "start_offset": -1}, "invalid arguments: start_offset"),
-    ("search_notes", {"query": ""}, "invalid arguments: query"),
-    ("search_notes", {"query": "   "}, "invalid arguments: query"),
+    ("get_note", {"note_id": "{id}", "start_offset": -1}, "invalid_arguments: start_offset"),
+    ("search_notes", {"query": ""}, "invalid_arguments: query"),
+    ("search_notes", {"query": "   "}, "invalid_arguments: query"),
     ("search_notes", {"query": "x" * 2001}, "at most 2000 characters"),
-    ("search_notes", {"query": "x", "limit": "many"}, "invalid arguments: limit"),
+    ("search_notes", {"query": "x", "limit": "many"}, "invalid_arguments: limit"),
     ("search_notes", {"query": "x", "bogus": 1}, "bogus: Extra inputs are not permitted"),
     ("ask", {"question": "x" * 8001}, "at most 8000 characters"),
-    ("list_recent_notes", {"cursor": "nonsense"}, "invalid arguments: cursor"),
+    ("list_recent_notes", {"cursor": "nonsense"}, "invalid_arguments: cursor"),
     ("no_such_tool", {}, "unknown tool 'no_such_tool'"),
 ]
 
@@ -170,5 +170,5 @@ async def check_writes(client: Client, s: Seeded) -> str:
     too_big = {"title": "Huge", "content_md": "x" * 2_000_001}
     assert "note_too_large" in error_text(await call(client, "create_note", too_big))
     blank = {"title": "  ", "content_md": "x"}
-    assert "invalid arguments: title" in error_text(await call(client, "create_note", blank))
+    assert "invalid_arguments: title" in error_text(await call(client, "create_note", blank))
     return note_id
