@@ -23,6 +23,7 @@ from api.errors import DatabaseUnavailable, StartupError, Unauthorized
 from api.importing.routes import router as import_router
 from api.indexing.switch import ReindexGate
 from api.logging import configure_logging
+from api.mcp.http import McpEndpoint
 from api.middleware import (
     AuthenticateFirstMiddleware,
     BodyLimitMiddleware,
@@ -70,6 +71,7 @@ def build_lifespan(settings: Settings, reindex_gate: ReindexGate | None = None):
             if settings.chunking_enabled:
                 await container.indexing.workers.start()
                 stack.push_async_callback(container.indexing.workers.stop)
+            await stack.enter_async_context(app.state.mcp.running(container))
             if settings.autonote_create_default_user:
                 key = await container.users.ensure_default_user(settings.autonote_data_dir)
                 if key:
@@ -121,6 +123,11 @@ def create_app(
     app.include_router(users_router)
     app.include_router(search_router)
     app.include_router(chat_router)
+    app.state.mcp = McpEndpoint(
+        allow_writes=settings.autonote_mcp_allow_writes,
+        max_body_bytes=settings.autonote_max_request_bytes,
+    )
+    app.add_route("/mcp", app.state.mcp, include_in_schema=False)
 
     @app.get(
         "/metrics",

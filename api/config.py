@@ -111,6 +111,8 @@ class Settings(BaseSettings):
     # addresses or networks, or "*". Empty: none (uvicorn's default trusted 127.0.0.1, so
     # any local process could pick the client address the admin-token throttle counts).
     autonote_trusted_proxies: str = ""
+    # `/mcp` offers create_note and append_to_note (docs/mcp.md); off: read-only tools.
+    autonote_mcp_allow_writes: bool = False
 
     # Indexing (the reconciler).
     autonote_index_workers: int = Field(2, ge=0, le=64)  # in-process workers when async

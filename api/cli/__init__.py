@@ -11,6 +11,7 @@ from api.cli.export import export_notes
 from api.cli.imports import import_files
 from api.cli.index import index_status
 from api.cli.indexes import indexes_create
+from api.cli.mcp import mcp_command
 from api.cli.migrate import migrate
 from api.cli.serve import serve, setup_offline
 from api.cli.sync import sync
@@ -46,6 +47,7 @@ app.command("sync")(sync)
 app.command("export")(export_notes)
 app.command("migrate")(migrate)
 app.command("check")(check)
+app.command("mcp")(mcp_command)
 users_app.command("create")(users_create)
 indexes_app.command("create")(indexes_create)
 index_app.command("status")(index_status)
