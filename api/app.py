@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import pymongo
 import structlog
 from fastapi import Depends, FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from api.chat.routes import router as chat_router
@@ -26,6 +27,7 @@ from api.middleware import (
     AuthenticateFirstMiddleware,
     BodyLimitMiddleware,
     RequestContextMiddleware,
+    cors_options,
 )
 from api.notes.routes import router as notes_router
 from api.observability import setup_telemetry
@@ -108,6 +110,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             "/v1/chat": min(settings.autonote_max_request_bytes, CHAT_MAX_BODY_BYTES),
         },
     )
+    if settings.cors_origins:  # outside the body limit and authentication
+        app.add_middleware(CORSMiddleware, **cors_options(settings.cors_origins))
     app.add_middleware(RequestContextMiddleware)
     app.include_router(import_router)
     app.include_router(notes_router)

@@ -87,6 +87,9 @@ class Settings(BaseSettings):
     autonote_data_dir: Path = Path(".autonote")
     autonote_host: str = Field("127.0.0.1", min_length=1, pattern=r"^\S+$")
     autonote_port: int = Field(8000, ge=1, le=65535)
+    # Browser origins that may call the API (CORS): comma-separated `scheme://host[:port]`,
+    # or "*" alone. Empty: no CORS headers, so no other site's page can read a response.
+    autonote_cors_origins: str = ""
     autonote_max_note_bytes: int = Field(2_000_000, ge=1_000, le=64_000_000)
     autonote_max_request_bytes: int = Field(8_000_000, ge=10_000, le=512_000_000)
     autonote_max_import_bytes: int = Field(50_000_000, ge=10_000, le=2_000_000_000)
@@ -189,6 +192,26 @@ class Settings(BaseSettings):
                     ) from None
         return ",".join(entries)
 
+    @field_validator("autonote_cors_origins")
+    @classmethod
+    def _origins(cls, value: str) -> str:
+        # Browsers send an origin as scheme://host[:port], never with a path or a slash.
+        entries = [e.strip() for e in value.split(",") if e.strip()]
+        if "*" in entries and len(entries) > 1:
+            raise ValueError("* (any origin) must be the only entry")
+        for entry in entries:
+            parts = urlsplit(entry)
+            if entry != "*" and (
+                parts.scheme not in ("http", "https")
+                or not parts.hostname
+                or entry != f"{parts.scheme}://{parts.netloc}"
+            ):
+                raise ValueError(
+                    f"{entry!r} is not an origin such as https://notes.example.com "
+                    "(scheme, host and optional port; no path)"
+                )
+        return ",".join(entries)
+
     @field_validator("mongodb_url")
     @classmethod
     def _connection_string(cls, value: str | None) -> str | None:
@@ -259,6 +282,11 @@ class Settings(BaseSettings):
         if self.embedding_provider == "auto":
             return "openai" if self.openai_api_key is not None else "local"
         return self.embedding_provider
+
+    @property
+    def cors_origins(self) -> list[str]:
+        """AUTONOTE_CORS_ORIGINS as a list (empty: CORS off)."""
+        return [e for e in self.autonote_cors_origins.split(",") if e]
 
     @property
     def embedded_database(self) -> bool:
