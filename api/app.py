@@ -35,6 +35,7 @@ from api.retrieval.routes import router as search_router
 from api.retrieval.schemas import SEARCH_MAX_BODY_BYTES
 from api.schemas import ErrorBody
 from api.users.routes import router as users_router
+from api.web.docs import install_docs
 
 log = structlog.get_logger(__name__)
 
@@ -97,6 +98,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         summary="Markdown notes with heading-aware chunks, hybrid search and cited chat.",
         lifespan=build_lifespan(settings),
+        docs_url=None,  # served from installed assets: install_docs
+        redoc_url=None,
     )
     install_error_handlers(app)
     app.add_middleware(AuthenticateFirstMiddleware)
@@ -176,6 +179,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise DatabaseUnavailable("the database did not answer a ping") from None
         return JSONResponse({"status": "ready", "database": "ok"})
 
+    install_docs(app)
     _document_configured_limits(app, settings)
     return app
 
