@@ -69,6 +69,10 @@ class Settings(BaseSettings):
     embedding_dimensions: int | None = Field(None, ge=1, le=8192)
     embedding_batch_size: int = Field(32, ge=1, le=2048)
     chat_model: str | None = None
+    # Chat may use another OpenAI-compatible server (a local Ollama or llama.cpp) than
+    # embeddings: each unset one falls back to OPENAI_BASE_URL / OPENAI_API_KEY.
+    chat_base_url: str | None = None
+    chat_api_key: SecretStr | None = None
     chat_context_tokens: int = Field(3000, ge=200, le=200_000)
 
     # Search.
@@ -144,6 +148,8 @@ class Settings(BaseSettings):
         "openai_base_url",
         "embedding_model",
         "chat_model",
+        "chat_base_url",
+        "chat_api_key",
         "autonote_admin_token",
         "autonote_metrics_token",
         mode="before",
@@ -163,7 +169,7 @@ class Settings(BaseSettings):
             )
         return value
 
-    @field_validator("openai_base_url")
+    @field_validator("openai_base_url", "chat_base_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
         if value is not None:
@@ -243,9 +249,10 @@ class Settings(BaseSettings):
                 "EMBEDDING_PROVIDER=openai needs OPENAI_API_KEY (or OPENAI_BASE_URL for a "
                 "local server)"
             )
-        if self.chat_model and self.openai_api_key is None and not self.openai_base_url:
+        if self.chat_model and not self.chat_server_configured:
             raise ValueError(
-                "CHAT_MODEL needs OPENAI_API_KEY (or OPENAI_BASE_URL for a local server)"
+                "CHAT_MODEL needs CHAT_BASE_URL or OPENAI_BASE_URL (a local server), or "
+                "CHAT_API_KEY or OPENAI_API_KEY (OpenAI)"
             )
         if self.autonote_index_backoff_base_s > self.autonote_index_backoff_max_s:
             raise ValueError(
@@ -282,6 +289,19 @@ class Settings(BaseSettings):
         if self.embedding_provider == "auto":
             return "openai" if self.openai_api_key is not None else "local"
         return self.embedding_provider
+
+    @property
+    def chat_server_configured(self) -> bool:
+        """A chat client can be built: some key or base URL applies to chat."""
+        return any(
+            v is not None
+            for v in (
+                self.chat_base_url,
+                self.chat_api_key,
+                self.openai_base_url,
+                self.openai_api_key,
+            )
+        )
 
     @property
     def cors_origins(self) -> list[str]:

@@ -25,6 +25,7 @@ from api.indexing.runtime import Indexing, build_indexing, retention_for
 from api.notes.repository import NotesRepository, NotesSearchQueries
 from api.notes.service import NotesService
 from api.providers import (
+    build_chat_client,
     build_chat_model,
     build_chunker,
     build_embedder,
@@ -69,6 +70,9 @@ async def build_container(settings: Settings, stack: AsyncExitStack) -> Containe
     openai_client = build_openai_client(settings)
     if openai_client is not None:
         stack.push_async_callback(openai_client.close)
+    chat_client = build_chat_client(settings, openai_client)
+    if chat_client is not None and chat_client is not openai_client:
+        stack.push_async_callback(chat_client.close)
     embedder = build_embedder(settings, openai_client)
     stack.push_async_callback(embedder.aclose)
     chunker = build_chunker(settings, embedder)
@@ -99,7 +103,7 @@ async def build_container(settings: Settings, stack: AsyncExitStack) -> Containe
         search=search,
         chat=ChatService(
             search,
-            build_chat_model(settings, openai_client),
+            build_chat_model(settings, chat_client),
             tiktoken_tokenizer("cl100k_base").count,
             context_tokens=settings.chat_context_tokens,
         ),
