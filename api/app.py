@@ -36,6 +36,7 @@ from api.retrieval.schemas import SEARCH_MAX_BODY_BYTES
 from api.schemas import ErrorBody
 from api.users.routes import router as users_router
 from api.web.docs import install_docs
+from api.web.page import install_page
 
 log = structlog.get_logger(__name__)
 
@@ -180,6 +181,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return JSONResponse({"status": "ready", "database": "ok"})
 
     install_docs(app)
+    install_page(app)
     _document_configured_limits(app, settings)
     return app
 
