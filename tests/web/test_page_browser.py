@@ -4,9 +4,11 @@ note and answer content that runs nothing and fetches nothing."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -95,6 +97,13 @@ def create_indexed(app: ServedApp, key: str, title: str, content: str) -> str:
     return note["id"]
 
 
+def screenshot(driver: Any, name: str) -> None:
+    """With AUTONOTE_TEST_SCREENSHOTS=DIR, save the page as DIR/name (docs/web/*.png)."""
+    folder = os.environ.get("AUTONOTE_TEST_SCREENSHOTS")
+    if folder:
+        driver.save_screenshot(str(Path(folder) / name))
+
+
 def off_origin(urls: list[str], app: ServedApp) -> list[str]:
     """The URLs not on the app's origin (data: URLs and the app's own blob: ones are)."""
     local = (app.url + "/", f"blob:{app.url}/", "data:")
@@ -123,6 +132,7 @@ def test_create_list_search_chat_and_open_a_citation(
     set_value(browser, "note-content", NOTE)
     preview = browser.find_element("id", "editor-preview")
     assert "Nightly backup" in preview.find_element("tag name", "h4").text
+    screenshot(browser, "editor.png")
     browser.find_element("id", "save-note").click()
 
     (item,) = wait_for(browser, listed)
@@ -155,6 +165,7 @@ def test_create_list_search_chat_and_open_a_citation(
     assert mark.get_property("textContent") == content[start:end]
     assert content[start:end].startswith("The pg_dump job runs at 02:00 UTC")
     assert content[:start].startswith("🚀"), "offsets count code points, before the span too"
+    screenshot(browser, "citation.png")
     box = browser.execute_script("return arguments[0].getBoundingClientRect().toJSON()", mark)
     assert 0 <= box["top"] and box["bottom"] <= browser.execute_script("return innerHeight")
 
