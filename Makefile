@@ -8,7 +8,7 @@ LOCK := constraints.txt
 RUNTIME := $(VENV)/.runtime-installed
 DEV := $(VENV)/.dev-installed
 
-.PHONY: run test test-slow bench lint worker lock
+.PHONY: run test test-slow bench lint worker lock browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,20 @@ $(RUNTIME): pyproject.toml $(LOCK) | $(BIN)/python
 
 $(DEV): $(RUNTIME)
 	$(BIN)/pip install --quiet -c $(LOCK) -e '.[dev]'
+	-@$(MAKE) --no-print-directory browser
 	touch $@
+
+# Debian's chromium + chromedriver for the browser tests (tests/web), installed when missing
+# and apt can (as root). Best effort, never failing the install: without them those tests skip.
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing chromium and chromium-driver for the browser tests"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    chromium chromium-driver; } >/dev/null 2>&1 \
+	  || echo "could not install chromium; the browser tests will skip"; \
+	else echo "no chromium/chromedriver (as root: apt-get install chromium chromium-driver);" \
+	  "the browser tests will skip"; fi
 
 run: $(RUNTIME)
 	$(BIN)/autonote serve

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import pymongo
 import structlog
 from fastapi import Depends, FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from api.chat.routes import router as chat_router
@@ -28,6 +29,7 @@ from api.middleware import (
     AuthenticateFirstMiddleware,
     BodyLimitMiddleware,
     RequestContextMiddleware,
+    cors_options,
     single_query_values,
 )
 from api.notes.routes import router as notes_router
@@ -36,6 +38,8 @@ from api.retrieval.routes import router as search_router
 from api.retrieval.schemas import SEARCH_MAX_BODY_BYTES
 from api.schemas import ErrorBody
 from api.users.routes import router as users_router
+from api.web.docs import install_docs
+from api.web.page import install_page
 
 log = structlog.get_logger(__name__)
 
@@ -104,6 +108,8 @@ def create_app(
         summary="Markdown notes with heading-aware chunks, hybrid search and cited chat.",
         lifespan=build_lifespan(settings, reindex_gate),
         dependencies=[Depends(single_query_values)],
+        docs_url=None,  # served from installed assets: install_docs
+        redoc_url=None,
     )
     install_error_handlers(app)
     app.add_middleware(AuthenticateFirstMiddleware)
@@ -117,6 +123,8 @@ def create_app(
             "/v1/chat": min(settings.autonote_max_request_bytes, CHAT_MAX_BODY_BYTES),
         },
     )
+    if settings.cors_origins:  # outside the body limit and authentication
+        app.add_middleware(CORSMiddleware, **cors_options(settings.cors_origins))
     app.add_middleware(RequestContextMiddleware)
     app.include_router(import_router)
     app.include_router(notes_router)
@@ -186,6 +194,8 @@ def create_app(
             raise DatabaseUnavailable("the database did not answer a ping") from None
         return JSONResponse({"status": "ready", "database": "ok"})
 
+    install_docs(app)
+    install_page(app)
     _document_configured_limits(app, settings)
     return app
 

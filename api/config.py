@@ -69,6 +69,10 @@ class Settings(BaseSettings):
     embedding_dimensions: int | None = Field(None, ge=1, le=8192)
     embedding_batch_size: int = Field(32, ge=1, le=2048)
     chat_model: str | None = None
+    # Chat may use another OpenAI-compatible server (a local Ollama or llama.cpp) than
+    # embeddings: each unset one falls back to OPENAI_BASE_URL / OPENAI_API_KEY.
+    chat_base_url: str | None = None
+    chat_api_key: SecretStr | None = None
     chat_context_tokens: int = Field(3000, ge=200, le=200_000)
 
     # Search.
@@ -91,6 +95,9 @@ class Settings(BaseSettings):
     autonote_data_dir: Path = Path(".autonote")
     autonote_host: str = Field("127.0.0.1", min_length=1, pattern=r"^\S+$")
     autonote_port: int = Field(8000, ge=1, le=65535)
+    # Browser origins that may call the API (CORS): comma-separated `scheme://host[:port]`,
+    # or "*" alone. Empty: no CORS headers, so no other site's page can read a response.
+    autonote_cors_origins: str = ""
     autonote_max_note_bytes: int = Field(2_000_000, ge=1_000, le=64_000_000)
     autonote_max_request_bytes: int = Field(8_000_000, ge=10_000, le=512_000_000)
     autonote_max_import_bytes: int = Field(50_000_000, ge=10_000, le=2_000_000_000)
@@ -147,6 +154,8 @@ class Settings(BaseSettings):
         "openai_base_url",
         "embedding_model",
         "chat_model",
+        "chat_base_url",
+        "chat_api_key",
         "autonote_admin_token",
         "autonote_metrics_token",
         mode="before",
@@ -166,7 +175,7 @@ class Settings(BaseSettings):
             )
         return value
 
-    @field_validator("openai_base_url")
+    @field_validator("openai_base_url", "chat_base_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
         if value is not None:
@@ -193,6 +202,26 @@ class Settings(BaseSettings):
                     raise ValueError(
                         f"{entry!r} is not an IP address or network such as 10.0.0.0/8 ({exc})"
                     ) from None
+        return ",".join(entries)
+
+    @field_validator("autonote_cors_origins")
+    @classmethod
+    def _origins(cls, value: str) -> str:
+        # Browsers send an origin as scheme://host[:port], never with a path or a slash.
+        entries = [e.strip() for e in value.split(",") if e.strip()]
+        if "*" in entries and len(entries) > 1:
+            raise ValueError("* (any origin) must be the only entry")
+        for entry in entries:
+            parts = urlsplit(entry)
+            if entry != "*" and (
+                parts.scheme not in ("http", "https")
+                or not parts.hostname
+                or entry != f"{parts.scheme}://{parts.netloc}"
+            ):
+                raise ValueError(
+                    f"{entry!r} is not an origin such as https://notes.example.com "
+                    "(scheme, host and optional port; no path)"
+                )
         return ",".join(entries)
 
     @field_validator("mongodb_url")
@@ -226,9 +255,10 @@ class Settings(BaseSettings):
                 "EMBEDDING_PROVIDER=openai needs OPENAI_API_KEY (or OPENAI_BASE_URL for a "
                 "local server)"
             )
-        if self.chat_model and self.openai_api_key is None and not self.openai_base_url:
+        if self.chat_model and not self.chat_server_configured:
             raise ValueError(
-                "CHAT_MODEL needs OPENAI_API_KEY (or OPENAI_BASE_URL for a local server)"
+                "CHAT_MODEL needs CHAT_BASE_URL or OPENAI_BASE_URL (a local server), or "
+                "CHAT_API_KEY or OPENAI_API_KEY (OpenAI)"
             )
         if self.autonote_index_backoff_base_s > self.autonote_index_backoff_max_s:
             raise ValueError(
@@ -265,6 +295,24 @@ class Settings(BaseSettings):
         if self.embedding_provider == "auto":
             return "openai" if self.openai_api_key is not None else "local"
         return self.embedding_provider
+
+    @property
+    def chat_server_configured(self) -> bool:
+        """A chat client can be built: some key or base URL applies to chat."""
+        return any(
+            v is not None
+            for v in (
+                self.chat_base_url,
+                self.chat_api_key,
+                self.openai_base_url,
+                self.openai_api_key,
+            )
+        )
+
+    @property
+    def cors_origins(self) -> list[str]:
+        """AUTONOTE_CORS_ORIGINS as a list (empty: CORS off)."""
+        return [e for e in self.autonote_cors_origins.split(",") if e]
 
     @property
     def embedded_database(self) -> bool:

@@ -33,6 +33,7 @@ from api.notes.repository import NotesRepository, NotesSearchQueries
 from api.notes.service import NotesService
 from api.providers import (
     QueryEmbedders,
+    build_chat_client,
     build_chat_model,
     build_chunker,
     build_embedder,
@@ -80,6 +81,9 @@ async def build_container(
     openai_client = build_openai_client(settings)
     if openai_client is not None:
         stack.push_async_callback(openai_client.close)
+    chat_client = build_chat_client(settings, openai_client)
+    if chat_client is not None and chat_client is not openai_client:
+        stack.push_async_callback(chat_client.close)
     embedder = build_embedder(settings, openai_client)
     stack.push_async_callback(embedder.aclose)
     chunker = build_chunker(settings, embedder)
@@ -117,7 +121,7 @@ async def build_container(
         search=search,
         chat=ChatService(
             search,
-            build_chat_model(settings, openai_client),
+            build_chat_model(settings, chat_client),
             tiktoken_tokenizer("cl100k_base").count,
             context_tokens=settings.chat_context_tokens,
         ),

@@ -1,6 +1,6 @@
 """ASGI middleware: request ids + access logs + spans, a request-body
-limit that rejects oversized bodies before they are read whole, and authentication of
-`/v1` requests before anything reads their body."""
+limit that rejects oversized bodies before they are read whole, authentication of
+`/v1` requests before anything reads their body, and the CORS options."""
 
 from __future__ import annotations
 
@@ -29,6 +29,21 @@ log = structlog.get_logger("api.http")
 _KNOWN_METHODS = frozenset(
     {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"}
 )
+
+
+def cors_options(origins: list[str]) -> dict[str, Any]:
+    """Starlette `CORSMiddleware` options for AUTONOTE_CORS_ORIGINS. It sits outside the
+    authentication, so a preflight is answered before any key is asked for, and errors
+    (401, 413, 429) carry the headers a page needs to read them. Keys travel in the
+    Authorization header, never in cookies: no credentials mode."""
+    return {
+        "allow_origins": origins,
+        "allow_methods": ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"],
+        "allow_headers": ["Authorization", "Content-Type", "If-Match", "X-Request-ID"],
+        "expose_headers": ["ETag", "Location", "Retry-After", "X-Request-ID"],
+        "allow_credentials": False,
+        "max_age": 600,
+    }
 
 
 class RequestContextMiddleware:

@@ -146,13 +146,31 @@ async def environment_embedder(openai_api_key: str | None = None) -> AsyncIterat
             await client.close()
 
 
-def build_chat_model(settings: Settings, openai_client: AsyncOpenAI | None) -> ChatModel | None:
-    """The configured chat model, or None (then chat answers extractively)."""
-    if not settings.chat_model or openai_client is None:
+def build_chat_client(settings: Settings, openai_client: AsyncOpenAI | None) -> AsyncOpenAI | None:
+    """The client chat talks to: `openai_client` (the embeddings' one) unless CHAT_BASE_URL
+    or CHAT_API_KEY is set; then a client of its own, each unset value falling back to
+    OPENAI_BASE_URL / OPENAI_API_KEY. The caller closes a client it did not pass in."""
+    if settings.chat_base_url is None and settings.chat_api_key is None:
+        return openai_client
+    from openai import AsyncOpenAI
+
+    key = settings.chat_api_key or settings.openai_api_key
+    return AsyncOpenAI(
+        api_key=key.get_secret_value() if key else "unused",
+        base_url=settings.chat_base_url or settings.openai_base_url,
+        timeout=settings.openai_timeout_s,
+        max_retries=0,
+    )
+
+
+def build_chat_model(settings: Settings, chat_client: AsyncOpenAI | None) -> ChatModel | None:
+    """The configured chat model on `chat_client` (`build_chat_client`), or None (then chat
+    answers extractively)."""
+    if not settings.chat_model or chat_client is None:
         return None
     from connectors.openai_chat import OpenAIChatModel
 
-    return OpenAIChatModel(openai_client, settings.chat_model, timeout_s=settings.openai_timeout_s)
+    return OpenAIChatModel(chat_client, settings.chat_model, timeout_s=settings.openai_timeout_s)
 
 
 def embedding_model_key(embedder: Embedder) -> str:

@@ -75,6 +75,8 @@ def settings_for_tests(mongo_url: str, db: str, data_dir: Path, **overrides: Any
         "autonote_admin_token": ADMIN_TOKEN,
         # Shutdown lets in-flight notes finish; tests stop apps mid-indexing all the time.
         "autonote_index_stop_grace_s": 2.0,
+        "chat_base_url": None,  # chat on the embeddings' server unless a test says otherwise
+        "chat_api_key": None,
         **overrides,
     }
     return bench_settings(mongo_url, db, data_dir, **values)
