@@ -102,6 +102,7 @@ async def build_container(settings: Settings, stack: AsyncExitStack) -> Containe
             build_chat_model(settings, openai_client),
             tiktoken_tokenizer("cl100k_base").count,
             context_tokens=settings.chat_context_tokens,
+            min_relevance=settings.chat_min_relevance,
         ),
         imports=build_imports(settings, notes),
     )

@@ -50,6 +50,19 @@ def section_block(c: Citation) -> str:
     )
 
 
+def keep_relevant(results: list[NoteResult], min_relevance: float) -> list[NoteResult]:
+    """`results` without the sections whose estimated relevance is below `min_relevance`
+    (sections without an estimate are kept), and without notes left with none."""
+    out = []
+    for note in results:
+        kept = [
+            s for s in note.matching_chunks if s.relevance is None or s.relevance >= min_relevance
+        ]
+        if kept:
+            out.append(replace(note, matching_chunks=kept))
+    return out
+
+
 HEADER = "Most relevant sections of the user's notes (numbered references):"
 FOOTER = "When answering, cite these references using [1], [2], etc."
 
@@ -93,6 +106,7 @@ def build_context(
             snippet=snippet(text),
             text=text,
             note_version=section.note_version,
+            relevance=section.relevance,
         )
         block = section_block(citation)
         cost = count_tokens(block) + 2

@@ -12,7 +12,7 @@ import structlog
 from bson import ObjectId
 
 from api.chat.answer import EXTRACTIVE_PREFIX, FALLBACK_PREFIX, extractive_answer
-from api.chat.context import build_context
+from api.chat.context import build_context, keep_relevant
 from api.chat.prompts import build_messages
 from api.chat.references import remove_invented_refs, used_citations
 from api.chat.types import ChatEvent, ChatResult, Citation, Retrieved
@@ -54,6 +54,7 @@ class ChatService:
         context_tokens: int,
         notes_limit: int = 6,
         max_sections: int = 8,
+        min_relevance: float = 0.0,
     ) -> None:
         self.search = search
         self.model = model
@@ -61,11 +62,13 @@ class ChatService:
         self.context_tokens = context_tokens
         self.notes_limit = notes_limit
         self.max_sections = max_sections
+        self.min_relevance = min_relevance
 
     async def context(
         self, author_id: ObjectId, message: str, filters: SearchFilters | None
     ) -> Retrieved:
-        """The numbered sections for `message` (what the model would see), with the
+        """The numbered sections for `message` (what the model would see): those whose
+        estimated relevance reaches `min_relevance`, none when nothing does; with the
         search's warning when it fell back to keywords."""
         outcome = await self.search.search(
             author_id, message, limit=self.notes_limit, chunks_per_note=3, filters=filters
@@ -73,7 +76,7 @@ class ChatService:
         # Tokenising the sections takes milliseconds to tens of them: off the event loop.
         context, citations = await asyncio.to_thread(
             build_context,
-            outcome.results,
+            keep_relevant(outcome.results, self.min_relevance),
             budget_tokens=self.context_tokens,
             count_tokens=self.count_tokens,
             max_sections=self.max_sections,
@@ -111,7 +114,7 @@ class ChatService:
     ) -> ChatResult:
         started = time.perf_counter()
         found = await self.context(author_id, message, filters)
-        if self.model is None:
+        if self.model is None or not found.citations:  # nothing relevant: no model call
             return self._extractive(message, found)
         messages = build_messages(found.context, message, _trim_history(history))
         try:
@@ -147,7 +150,7 @@ class ChatService:
         found = await self.context(author_id, message, filters)
         citations = found.citations
         yield ChatEvent("citations", {"citations": [citation_dict(c) for c in citations]})
-        if self.model is None:
+        if self.model is None or not citations:
             result = self._extractive(message, found)
             yield ChatEvent("token", {"text": result.answer})
             yield ChatEvent("done", result_dict(result))
@@ -190,6 +193,7 @@ def citation_dict(c: Citation) -> dict[str, Any]:
         "end_offset": c.end_offset,
         "snippet": c.snippet,
         "note_version": c.note_version,
+        "relevance": c.relevance,
     }
 
 

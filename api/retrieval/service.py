@@ -5,7 +5,7 @@ chunk's version is the indexed one) → grouped into notes with merged matching 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -27,6 +27,13 @@ from api.retrieval.grouping import (
 from api.retrieval.note_level import NOTE_LEVEL_SCAN, NOTE_LEVEL_WARNING, note_level_results
 from api.retrieval.query_embedding import PendingEmbedding, QueryEmbeddingCache
 from api.retrieval.recheck import current_notes, section_texts
+from api.retrieval.relevance import (
+    QueryEvidence,
+    model_for,
+    query_evidence,
+    usable_model,
+    with_relevance,
+)
 from api.retrieval.types import ChunkHit, NoteResult, SearchFilters
 from connectors.embeddings.base import EmbeddingError
 
@@ -66,6 +73,9 @@ class SearchOutcome:
     mode: Mode | Literal["note_level"]
     backend: str
     warning: str | None = None
+    # What the candidate lists said about the query (relevance's input); None for the
+    # note-level fallback.
+    evidence: QueryEvidence | None = None
 
 
 class RetrievalService:
@@ -85,6 +95,7 @@ class RetrievalService:
         self.notes = notes
         self.ranking = ranking or RankingConfig()
         self.chunking_enabled = chunking_enabled
+        self.relevance_model = model_for(getattr(embedder, "model", None))
         self._cache = QueryEmbeddingCache()
 
     async def embed_query(self, author_id: ObjectId, query: str) -> np.ndarray:
@@ -121,6 +132,7 @@ class RetrievalService:
         k = max(self.ranking.candidates, limit * chunks_per_note * 4)
         warning = None
         results: list[NoteResult] = []
+        kept: list[ChunkHit] = []
         while True:
             lists = await self._retrieve(author_id, query, embedding, mode, k, filters)
             if mode == "hybrid" and (failure := embedding.failure()) is not None:
@@ -132,13 +144,17 @@ class RetrievalService:
             # The round with the most notes is kept; of equals, the first (deeper lists
             # only add weaker chunks of the same notes).
             if len(found) > len(results) or not results:
-                results = found
+                results, kept = found, hits
             deeper = await self._deeper_k(author_id, filters, lists, k, len(results), limit)
             if deeper is None:
                 break
             k = deeper
             log.info("search.deepened", k=k, notes=len(results), limit=limit)
-        return self._outcome(started, results, mode, hits=len(hits), warning=warning)
+        # Atlas reports a vector score of (1 + cosine) / 2.
+        ev = query_evidence(query, kept, cosine_from_score=self.backend.name != "atlas")
+        results = with_relevance(results, ev, usable_model(self.relevance_model, ev))
+        outcome = self._outcome(started, results, mode, hits=len(hits), warning=warning)
+        return replace(outcome, evidence=ev)
 
     async def _retrieve(
         self,

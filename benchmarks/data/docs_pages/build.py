@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from api.evaluation import Dataset, parse_notes, parse_questions
+from api.evaluation import parse_notes, parse_questions
 from api.evaluation.dataset import Note
 
 HERE = Path(__file__).resolve().parent
@@ -114,7 +114,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args(argv)
     files = build()
-    stale = [n for n, t in files.items() if not (HERE / n).exists() or (HERE / n).read_text(encoding="utf-8") != t]
+    stale = [
+        n
+        for n, t in files.items()
+        if not (HERE / n).exists() or (HERE / n).read_text(encoding="utf-8") != t
+    ]
     if args.check:
         if stale:
             print("stale:", ", ".join(stale), file=sys.stderr)

@@ -1,0 +1,167 @@
+"""The markdown of the `retrieval_levers` section and its claim rows (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from benchmarks.common import Claim, code_revision, machine_note
+from benchmarks.retrieval_levers import SetResult
+from benchmarks.retrieval_levers_report import EXTERNAL, Analysis, LeverRow, _pts
+
+SET_NAMES = {
+    "ours": "ours (written for this project)",
+    "docs": "docs pages (45 PyPI documentation pages)",
+    "chroma": "Chroma corpora (pages + golden excerpts)",
+}
+TARGET = (0.80, 0.90)
+
+
+def _sets(results: Sequence[SetResult], an: Analysis) -> list[str]:
+    out = [
+        "| set | index | dev / test questions | test R@3 | test MRR@3 | dev R@3 | dev MRR@3 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        h = an.headline[r.name]
+        out.append(
+            f"| {SET_NAMES.get(r.name, r.name)} | {r.corpus} | {len(r.splits['dev'])} / "
+            f"{len(r.splits['test'])} | **{h['test R@3']:.3f}** | **{h['test MRR@3']:.3f}** | "
+            f"{h['dev R@3']:.3f} | {h['dev MRR@3']:.3f} |"
+        )
+    return out
+
+
+def _lever_line(row: LeverRow, names: Sequence[str]) -> str:
+    verdict = "**ships**" if row.ships else ("candidate, not shipped" if row.candidate else "—")
+    cells = [
+        f"{row.test[n]['recall3'][0] * 100:+.1f} / {row.test[n]['mrr3'][0] * 100:+.1f}"
+        for n in names
+    ]
+    lat = f"{row.latency:.2f}×" if row.latency is not None else "≈1.00× (a sort)"
+    return (
+        f"| {row.family} | {row.name} | {row.dev_gain * 100:+.1f} | {' | '.join(cells)} | "
+        f"R@3 {_pts(row.test['pooled']['recall3'])}, MRR@3 {_pts(row.test['pooled']['mrr3'])} | "
+        f"{lat} | {verdict} |"
+    )
+
+
+def _levers(results: Sequence[SetResult], an: Analysis) -> list[str]:
+    names = [r.name for r in results]
+    head = " | ".join(f"test {n} ΔR@3 / ΔMRR@3" for n in names)
+    out = [
+        f"| family | lever | dev Δobjective | {head} | pooled test, points (95 % CI) | "
+        "time ÷ shipped search | verdict |",
+        "|---|---|---|" + "---|" * len(names) + "---|---|---|",
+    ]
+    out += [_lever_line(row, names) for row in sorted(an.levers, key=lambda r: r.family)]
+    return out
+
+
+def _calibration(an: Analysis) -> list[str]:
+    pooled = an.calibration["pooled"]
+    out = [
+        "| predicted relevance | sections (test) | mean predicted | observed share relevant |",
+        "|---|---|---|---|",
+    ]
+    out += [f"| {lo:.1f}–{hi:.1f} | {n} | {p:.2f} | {o:.2f} |" for lo, hi, n, p, o in pooled.bins]
+    eces = ", ".join(f"{k} {v.ece:.3f}" for k, v in an.calibration.items() if k != "pooled")
+    out += [
+        "",
+        f"Expected calibration error on test: **{pooled.ece:.3f}** pooled ({eces}); Brier "
+        f"{pooled.brier:.3f}. The keyword-only model (used for embedders without a fitted "
+        f"model, e.g. OpenAI's): ECE {an.keyword_calibration.ece:.3f}, Brier "
+        f"{an.keyword_calibration.brier:.3f}.",
+        "",
+        f"Fitted on dev: `{an.full.intercept:+.3f} "
+        + " ".join(f"{w:+.3f}·{f}" for f, w in an.full.weights.items())
+        + f"`; keyword-only: `{an.keyword.intercept:+.3f} "
+        + " ".join(f"{w:+.3f}·{f}" for f, w in an.keyword.weights.items())
+        + "`.",
+    ]
+    return out
+
+
+def _abstention(an: Analysis) -> list[str]:
+    a = an.abstention
+    assert a is not None
+    out = [
+        f"Threshold chosen on dev (best balanced rate): **{a.threshold:.3f}** — dev: "
+        f"{a.answered:.0%} of answerable questions keep their gold section among the first 3 "
+        f"kept citations, {a.abstained:.0%} of off-topic questions keep none.",
+        "",
+        "| test | answerable: gold still cited | off-topic: no citation |",
+        "|---|---|---|",
+    ]
+    out += [
+        f"| {k} | {v.answered:.0%} | {v.abstained:.0%} |" for k, v in an.abstention_test.items()
+    ]
+    return out
+
+
+def render_text(results: Sequence[SetResult], an: Analysis) -> str:
+    lines = [
+        "## Ranking levers, calibrated relevance and abstention",
+        "",
+        "Reproduce: `.venv/bin/python -m benchmarks.retrieval_levers` (embeddings cached in "
+        "`benchmarks/.data/`).",
+        "",
+        machine_note() + " Code: " + code_revision("api/retrieval", "benchmarks") + ".",
+        "",
+        "Three sets, each split by page into dev (fit and choose) and test (report). *docs* "
+        "and *chroma* are text written elsewhere (licences: their READMEs); the docs "
+        "questions were written for this project, the Chroma questions are the report's own. "
+        "Recall@3 / MRR@3 in citation order (`docs/evaluation.md`), hybrid search, "
+        "`limit=6, chunks_per_note=3` (chat's request).",
+        "",
+        *_sets(results, an),
+        "",
+        "### Levers (paired differences against the shipped ranking, same questions)",
+        "",
+        "Differences in points; *dev Δobjective* is the mean of ΔRecall@3 and ΔMRR@3 on "
+        "the pooled dev questions (how a family's candidate is chosen); a candidate ships "
+        "only when its pooled test objective gain has a 95 % interval above 0. No lever "
+        "adds memory or install size. A cross-encoder re-ranker and a stronger local "
+        "embedding model could not be tried: no package on PyPI ships one in its wheel "
+        "([decision 0008](../decisions/0008-relevance-and-levers.md)).",
+        "",
+        *_levers(results, an),
+        "",
+        "### Calibrated relevance (`api/retrieval/relevance.py`)",
+        "",
+        *_calibration(an),
+        "",
+        "### Chat abstention (`CHAT_MIN_RELEVANCE`)",
+        "",
+        "Answerable: each set's own questions. Off-topic: questions of the other sets asked "
+        "of this set's pages (none of them answered there).",
+        "",
+        *_abstention(an),
+    ]
+    return "\n".join(lines)
+
+
+def claim_cells(an: Analysis) -> list[Claim]:
+    ext = [an.headline[n] for n in EXTERNAL if n in an.headline]
+    result = "; ".join(
+        f"{n} test: Recall@3 {h['test R@3']:.3f}, MRR@3 {h['test MRR@3']:.3f}"
+        for n, h in zip(EXTERNAL, ext, strict=False)
+    )
+    passed = all(h["test R@3"] >= TARGET[0] and h["test MRR@3"] >= TARGET[1] for h in ext)
+    pooled = an.calibration["pooled"]
+    abst = an.abstention_test["pooled"]
+    return [
+        Claim("retrieval_external", result, passed),
+        Claim(
+            "relevance_calibration",
+            f"expected calibration error {pooled.ece:.3f} on {pooled.sections} test sections "
+            f"(Brier {pooled.brier:.3f})",
+            pooled.ece <= 0.05,
+        ),
+        Claim(
+            "chat_abstention",
+            f"threshold {an.abstention.threshold:.3f} (dev): {abst.abstained:.0%} of off-topic "
+            f"test questions get no citation, {abst.answered:.0%} of answerable ones keep the "
+            "gold section",
+            None,
+        ),
+    ]
