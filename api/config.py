@@ -70,9 +70,9 @@ class Settings(BaseSettings):
     embedding_batch_size: int = Field(32, ge=1, le=2048)
     chat_model: str | None = None
     chat_context_tokens: int = Field(3000, ge=200, le=200_000)
-    # Sections whose estimated relevance is below this are not cited; with none left,
-    # chat says nothing in the notes matches (docs/chat.md).
-    chat_min_relevance: float = Field(0.2, ge=0.0, le=1.0)
+    # When no section's estimated relevance reaches this, chat cites nothing and says
+    # nothing in the notes matches (docs/chat.md).
+    chat_min_relevance: float = Field(0.35, ge=0.0, le=1.0)
 
     # Search.
     search_backend: Literal["auto", "atlas", "local"] = "auto"

@@ -6,8 +6,8 @@
 - `reliability`: predicted vs observed rate per probability bin, expected calibration
   error and Brier score, on held-out sections.
 - `choose_threshold`: the `CHAT_MIN_RELEVANCE` that best separates answerable questions
-  (whose gold section must stay among the kept citations) from unanswerable ones (which
-  must keep none), on dev.
+  (whose best section must reach it, and whose gold section must be among the first 3
+  citations) from unanswerable ones (whose best section must not), on dev.
 """
 
 from __future__ import annotations
@@ -83,8 +83,8 @@ def reliability(predicted: Sequence[float], labels: Sequence[int]) -> Reliabilit
 
 @dataclass(frozen=True, slots=True)
 class Abstention:
-    """At one threshold: answerable questions whose gold section is still cited among the
-    first 3 kept sections, and unanswerable questions left with no citation."""
+    """At one threshold: answerable questions still answered with their gold section among
+    the first 3 citations, and unanswerable questions left with no citation."""
 
     threshold: float
     answered: float
@@ -100,15 +100,17 @@ def abstention_at(
     answerable: Sequence[Sequence[tuple[float, bool]]],
     unanswerable: Sequence[Sequence[float]],
 ) -> Abstention:
-    """`answerable`: per question, its cited sections in order as (relevance, hits gold);
-    `unanswerable`: per question, its sections' relevances."""
+    """Chat's rule: a question whose best section's relevance is below `threshold` gets no
+    citation; otherwise its sections are cited as search ranked them. `answerable`: per
+    question, its sections in citation order as (relevance, hits gold); `unanswerable`:
+    per question, its sections' relevances."""
 
     def answered(sections: Sequence[tuple[float, bool]]) -> bool:
-        kept = [hit for rel, hit in sections if rel >= threshold][:3]
-        return any(kept)
+        best = max((rel for rel, _ in sections), default=0.0)
+        return best >= threshold and any(hit for _, hit in sections[:3])
 
     ok = sum(answered(q) for q in answerable) / max(len(answerable), 1)
-    quiet = sum(all(r < threshold for r in q) for q in unanswerable) / max(len(unanswerable), 1)
+    quiet = sum(max(q, default=0.0) < threshold for q in unanswerable) / max(len(unanswerable), 1)
     return Abstention(threshold, ok, quiet)
 
 

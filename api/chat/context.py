@@ -50,17 +50,14 @@ def section_block(c: Citation) -> str:
     )
 
 
-def keep_relevant(results: list[NoteResult], min_relevance: float) -> list[NoteResult]:
-    """`results` without the sections whose estimated relevance is below `min_relevance`
-    (sections without an estimate are kept), and without notes left with none."""
-    out = []
-    for note in results:
-        kept = [
-            s for s in note.matching_chunks if s.relevance is None or s.relevance >= min_relevance
-        ]
-        if kept:
-            out.append(replace(note, matching_chunks=kept))
-    return out
+def relevant_or_nothing(results: list[NoteResult], min_relevance: float) -> list[NoteResult]:
+    """`results`, or none when their best estimated relevance is below `min_relevance`:
+    the notes do not answer, so nothing is cited. Results without an estimate (the
+    note-level fallback) are kept."""
+    estimates = [s.relevance for n in results for s in n.matching_chunks if s.relevance is not None]
+    if estimates and max(estimates) < min_relevance:
+        return []
+    return results
 
 
 HEADER = "Most relevant sections of the user's notes (numbered references):"

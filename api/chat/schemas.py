@@ -88,7 +88,7 @@ class CitationOut(BaseModel):
         ge=0.0,
         le=1.0,
         description="The section's estimated relevance to the question (search's "
-        "`relevance`); sections below CHAT_MIN_RELEVANCE are never cited",
+        "`relevance`); when no section reaches CHAT_MIN_RELEVANCE nothing is cited",
     )
 
 

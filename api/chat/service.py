@@ -12,7 +12,7 @@ import structlog
 from bson import ObjectId
 
 from api.chat.answer import EXTRACTIVE_PREFIX, FALLBACK_PREFIX, extractive_answer
-from api.chat.context import build_context, keep_relevant
+from api.chat.context import build_context, relevant_or_nothing
 from api.chat.prompts import build_messages
 from api.chat.references import remove_invented_refs, used_citations
 from api.chat.types import ChatEvent, ChatResult, Citation, Retrieved
@@ -67,16 +67,16 @@ class ChatService:
     async def context(
         self, author_id: ObjectId, message: str, filters: SearchFilters | None
     ) -> Retrieved:
-        """The numbered sections for `message` (what the model would see): those whose
-        estimated relevance reaches `min_relevance`, none when nothing does; with the
-        search's warning when it fell back to keywords."""
+        """The numbered sections for `message` (what the model would see), none when no
+        section's estimated relevance reaches `min_relevance`; with the search's warning
+        when it fell back to keywords."""
         outcome = await self.search.search(
             author_id, message, limit=self.notes_limit, chunks_per_note=3, filters=filters
         )
         # Tokenising the sections takes milliseconds to tens of them: off the event loop.
         context, citations = await asyncio.to_thread(
             build_context,
-            keep_relevant(outcome.results, self.min_relevance),
+            relevant_or_nothing(outcome.results, self.min_relevance),
             budget_tokens=self.context_tokens,
             count_tokens=self.count_tokens,
             max_sections=self.max_sections,

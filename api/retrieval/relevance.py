@@ -2,18 +2,11 @@
 query, from the evidence search already has (pure).
 
 Fusion scores are ranks: they order one response and say nothing across queries. The
-relevance of a section is a logistic model over the best chunk's evidence
-(`section_features`): its cosine similarity and how far it lies below the query's best
-one, its BM25 score (log) and that score as a share of the query's best, the share of the
-query's terms its text and breadcrumb hold, and the best rank a retriever gave it. The
-coefficients were fitted on the dev splits of the evaluation sets (their own questions
-and off-topic ones) and checked on their test splits (`benchmarks/retrieval_levers.py`,
-docs/search.md#relevance): 0.4 means that about 4 in 10 sections given 0.4 answered
-their question.
-
-Cosine similarities are a property of the embedding model, so the fitted models are keyed
-by it (`MODELS`); any other model (OpenAI's) gets `KEYWORD_MODEL`, fitted on the same data
-without the cosine features, whose evidence does not depend on the embedder.
+relevance of a section is a logistic model over its best chunk's evidence
+(`section_features`), fitted on the dev splits of the evaluation sets and checked on their
+test splits: of sections given about 0.4, 4 to 5 in 10 answered their question
+(docs/search.md#relevance). Cosines belong to an embedding model, so the fitted models
+are keyed by it (`MODELS`); any other model (OpenAI's) gets `KEYWORD_MODEL`.
 """
 
 from __future__ import annotations
@@ -44,24 +37,26 @@ class RelevanceModel:
         return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
 
 
-# Fitted by `python -m benchmarks.retrieval_levers` on the dev splits (see its report).
+# Fitted by `python -m benchmarks.retrieval_levers` on the dev splits (its report shows the
+# fit and the calibration on test); refit when features or ranking change.
 MODELS: dict[str, RelevanceModel] = {
     "all-MiniLM-L6-v2-onnx-int8": RelevanceModel(
         name="local-minilm",
-        intercept=-6.0,
+        intercept=-8.471,
         weights={
-            "cosine": 8.0,
-            "cosine_gap": -4.0,
-            "bm25_share": 1.0,
-            "coverage": 2.0,
-            "rank_prior": 1.0,
+            "cosine": 2.615,
+            "cosine_gap": -3.784,
+            "bm25": 0.060,
+            "bm25_share": 2.369,
+            "coverage": 1.972,
+            "rank_prior": 3.688,
         },
     ),
 }
 KEYWORD_MODEL = RelevanceModel(
     name="keyword",
-    intercept=-3.0,
-    weights={"bm25_share": 1.5, "coverage": 2.5, "rank_prior": 1.0},
+    intercept=-8.975,
+    weights={"bm25": 0.618, "bm25_share": 1.198, "coverage": 2.834, "rank_prior": 4.391},
 )
 
 

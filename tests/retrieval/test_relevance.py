@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from api.chat.context import keep_relevant
+from api.chat.context import relevant_or_nothing
 from api.config import LOCAL_EMBEDDING_MODEL
 from api.retrieval.relevance import (
     FEATURES,
@@ -131,10 +131,9 @@ def test_every_section_and_note_gets_a_relevance() -> None:
     assert note.relevance == first.relevance
 
 
-def test_chat_keeps_only_sections_relevant_enough() -> None:
-    kept = keep_relevant(
-        [_note(_section("a", 0.9), _section("b", 0.1)), _note(_section("c", 0.05))], 0.2
-    )
-    assert [[s.content_md for s in n.matching_chunks] for n in kept] == [["a"]]
-    unknown = keep_relevant([_note(_section("d", None))], 0.5)  # note-level fallback
-    assert len(unknown) == 1
+def test_chat_cites_nothing_when_no_section_is_relevant_enough() -> None:
+    results = [_note(_section("a", 0.9), _section("b", 0.1)), _note(_section("c", 0.05))]
+    assert relevant_or_nothing(results, 0.2) == results
+    assert relevant_or_nothing(results, 0.95) == []
+    unknown = [_note(_section("d", None))]  # the note-level fallback has no estimate
+    assert relevant_or_nothing(unknown, 0.5) == unknown
