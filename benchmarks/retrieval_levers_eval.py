@@ -108,6 +108,7 @@ class SearchLever:
     keyword_text: Callable[[str], str] | None = None
 
 
+SHIPPED = SearchLever("shipped", "shipped")
 SEARCH_LEVERS: tuple[SearchLever, ...] = (
     SearchLever("BM25 breadcrumb ×2", "BM25 columns", SearchConfig(heading_weight=2.0)),
     SearchLever("BM25 breadcrumb ×4", "BM25 columns", SearchConfig(heading_weight=4.0)),
@@ -166,6 +167,21 @@ async def collect(
         rec.took_ms = (time.perf_counter() - started) * 1000
         out.append(rec)
     return out
+
+
+@dataclass
+class SetResult:
+    """One evaluation set: its splits, index and every run's per-question records."""
+
+    name: str
+    dataset: Dataset
+    splits: dict[str, set[str]]
+    corpus: str
+    runs: dict[str, list[QuestionRecord]] = field(default_factory=dict)
+    foreign: dict[str, list[QuestionRecord]] = field(default_factory=dict)
+    latency: dict[str, float] = field(default_factory=dict)  # lever → median time ratio
+    search_ms: float = 0.0  # median shipped search, same timing rounds
+    model_cost: Any = None  # the embedding-model lever's `ModelCost` (docs set only)
 
 
 Key = Callable[[SectionRecord], float]

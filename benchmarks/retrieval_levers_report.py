@@ -22,10 +22,12 @@ from benchmarks.relevance_fit import (
     fit_logistic,
     reliability,
 )
-from benchmarks.retrieval_levers import SHIPPED, SetResult
+from benchmarks.retrieval_levers_e5 import E5_LEVER
 from benchmarks.retrieval_levers_eval import (
     SEARCH_LEVERS,
+    SHIPPED,
     QuestionRecord,
+    SetResult,
     by_relevance,
     reorder,
     with_note_context,
@@ -120,6 +122,11 @@ def _variants(results: Sequence[SetResult], full: RelevanceModel) -> dict[str, t
     out: dict[str, tuple[str, dict]] = {}
     for lever in SEARCH_LEVERS:
         out[lever.name] = (lever.family, {r.name: r.runs[lever.name] for r in results})
+    if any(E5_LEVER in r.runs for r in results):  # sets without it: not run
+        out[E5_LEVER] = (
+            "embedding model",
+            {r.name: r.runs[E5_LEVER] for r in results if E5_LEVER in r.runs},
+        )
     base = {r.name: r.runs[SHIPPED.name] for r in results}
     data = {r.name: r.dataset for r in results}
     out["sections ranked by relevance"] = (
@@ -139,7 +146,7 @@ def _lever_rows(results: Sequence[SetResult], full: RelevanceModel) -> list[Leve
     for name, (family, runs) in _variants(results, full).items():
         dev_a, dev_b, test = [], [], {}
         pooled_a, pooled_b = [], []
-        for res in results:
+        for res in (r for r in results if r.name in runs):
             base = res.runs[SHIPPED.name]
             dev_a += _split(runs[res.name], res.splits["dev"])
             dev_b += _split(base, res.splits["dev"])
@@ -221,7 +228,7 @@ def render(results: Sequence[SetResult], an: Analysis) -> str:
     return render_text(results, an)
 
 
-def claims(an: Analysis) -> list:
+def claims(results: Sequence[SetResult], an: Analysis) -> list:
     from benchmarks.retrieval_levers_text import claim_cells
 
-    return claim_cells(an)
+    return claim_cells(results, an)

