@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from benchmarks.common import Claim, code_revision, machine_note
+from benchmarks.retrieval_levers_e5 import E5_LEVER
 from benchmarks.retrieval_levers_eval import SetResult
 from benchmarks.retrieval_levers_report import EXTERNAL, Analysis, LeverRow, _pts
 
@@ -51,23 +51,38 @@ def _cost(row: LeverRow, results: Sequence[SetResult]) -> str:
     return "≈1.00× search time (a sort of the same sections)"
 
 
-def lever_id(name: str) -> str:
-    """The claim id of a lever's row in BENCHMARKS.md."""
-    return "lever_" + re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
-
-
-def _lever_claim(row: LeverRow, results: Sequence[SetResult]) -> Claim:
+def _lever_cells(row: LeverRow, results: Sequence[SetResult]) -> tuple[str, None, str]:
+    """A lever's claim cells: paired differences on each test split, dev objective, cost."""
     sets = [
         f"{n} ΔR@3 {_pts(row.test[n]['recall3'])}, ΔMRR@3 {_pts(row.test[n]['mrr3'])}"
         for n in [r.name for r in results]
         if n in row.test
     ]
-    verdict = "ships" if row.ships else "not shipped"
     text = (
         "test, points (95 % CI): " + "; ".join(sets) + f"; dev Δobjective "
         f"{row.dev_gain * 100:+.1f}; cost: {_cost(row, results)}"
     )
-    return Claim(lever_id(row.name), text, None, note=verdict)
+    return text, None, "ships" if row.ships else "not shipped"
+
+
+def _lever_claims(results: Sequence[SetResult], an: Analysis) -> list[Claim]:
+    """One claim row per lever run (rows of levers not run keep their last result)."""
+    c = {row.name: _lever_cells(row, results) for row in an.levers}
+    no: tuple[str, None, str] = ("", None, "")
+    claims = [
+        Claim("lever_bm25_breadcrumb_2", *c.get("BM25 breadcrumb ×2", no)),
+        Claim("lever_bm25_breadcrumb_4", *c.get("BM25 breadcrumb ×4", no)),
+        Claim("lever_question_phrasing", *c.get("question phrasing dropped for the embedding", no)),
+        Claim("lever_filler_words", *c.get("filler words dropped for BM25", no)),
+        Claim("lever_rrf_k_60", *c.get("RRF k = 60 (the naive pipeline's)", no)),
+        Claim("lever_sections_by_relevance", *c.get("sections ranked by relevance", no)),
+        Claim("lever_note_score_0_3", *c.get("section score + 0.3 × note score", no)),
+        Claim("lever_note_score_1", *c.get("section score + 1 × note score", no)),
+        Claim("lever_embedding_e5", *c.get(E5_LEVER, no)),
+    ]
+    if len([x for x in claims if x.result]) != len(c):
+        raise ValueError(f"a lever without a claim row: {sorted(c)}")
+    return [x for x in claims if x.result]
 
 
 def _lever_line(row: LeverRow, names: Sequence[str], results: Sequence[SetResult]) -> str:
@@ -210,5 +225,5 @@ def claim_cells(results: Sequence[SetResult], an: Analysis) -> list[Claim]:
             "gold section",
             None,
         ),
-        *[_lever_claim(row, results) for row in an.levers],
+        *_lever_claims(results, an),
     ]
