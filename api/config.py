@@ -74,6 +74,9 @@ class Settings(BaseSettings):
     chat_base_url: str | None = None
     chat_api_key: SecretStr | None = None
     chat_context_tokens: int = Field(3000, ge=200, le=200_000)
+    # When no section's estimated relevance reaches this, chat cites nothing and says
+    # nothing in the notes matches (docs/chat.md).
+    chat_min_relevance: float = Field(0.35, ge=0.0, le=1.0)
 
     # Search.
     search_backend: Literal["auto", "atlas", "local"] = "auto"

@@ -124,6 +124,7 @@ async def build_container(
             build_chat_model(settings, chat_client),
             tiktoken_tokenizer("cl100k_base").count,
             context_tokens=settings.chat_context_tokens,
+            min_relevance=settings.chat_min_relevance,
         ),
         imports=build_imports(settings, notes),
     )

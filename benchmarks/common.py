@@ -53,6 +53,7 @@ PAGES = {
     "chunking_hostile": "chunking.md",
     "pasted_images": "chunking.md",
     "retrieval": "retrieval.md",
+    "retrieval_levers": "retrieval.md",
     "chunk_quality": "retrieval.md",
     "search_catch_up": "retrieval.md",
     "faults": "faults.md",

@@ -31,6 +31,7 @@ CLAIMS: dict[str, tuple[list[str], dict[str, str]]] = {
     "indexing_turns": (["-m", "benchmarks.indexing_turns"], {}),
     "notes_api": (["-m", "benchmarks.notes_api"], {}),
     "retrieval": (["-m", "benchmarks.retrieval"], {}),
+    "retrieval_levers": (["-m", "benchmarks.retrieval_levers"], {}),
     "search_catch_up": (["-m", "benchmarks.search_catch_up"], {}),
     "migration_live": (["-m", "benchmarks.migration_live"], {}),
     "model_switch": (["-m", "benchmarks.model_switch"], {}),

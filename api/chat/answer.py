@@ -23,6 +23,8 @@ def _terms(text: str) -> set[str]:
     return {w.lower() for w in _WORD.findall(text) if w.lower() not in STOPWORDS and len(w) > 1}
 
 
+# The whole answer when no section of the notes is relevant enough to cite.
+NOTHING_MATCHES = "Nothing in your notes matches this question."
 EXTRACTIVE_PREFIX = (
     "No chat model is configured, so this answer quotes the most relevant passages of your notes:"
 )
@@ -49,7 +51,7 @@ def extractive_answer(
     code and tables keep their lines). Passages after the first that share no term with
     the question are left out, so the answer is not padded with unrelated quotes."""
     if not citations:
-        return "I found nothing in your notes about this.", []
+        return NOTHING_MATCHES, []
     q_terms = _terms(question)
     picks: list[tuple[float, int, int, str]] = []
     for rank, citation in enumerate(citations[: max_passages * 2]):

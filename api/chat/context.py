@@ -51,6 +51,16 @@ def section_block(c: Citation) -> str:
     )
 
 
+def relevant_or_nothing(results: list[NoteResult], min_relevance: float) -> list[NoteResult]:
+    """`results`, or none when their best estimated relevance is below `min_relevance`:
+    the notes do not answer, so nothing is cited. Results without an estimate (the
+    note-level fallback) are kept."""
+    estimates = [s.relevance for n in results for s in n.matching_chunks if s.relevance is not None]
+    if estimates and max(estimates) < min_relevance:
+        return []
+    return results
+
+
 HEADER = "Most relevant sections of the user's notes (numbered references):"
 FOOTER = "When answering, cite these references using [1], [2], etc."
 
@@ -94,6 +104,7 @@ def build_context(
             snippet=neutralise(snippet(text)),
             text=text,
             note_version=section.note_version,
+            relevance=section.relevance,
         )
         block = section_block(citation)
         cost = count_tokens(block) + 2

@@ -83,6 +83,13 @@ class CitationOut(BaseModel):
     note_version: int | None = Field(
         None, description="The note version the offsets index (see search's matching_chunks)"
     )
+    relevance: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="The section's estimated relevance to the question (search's "
+        "`relevance`); when no section reaches CHAT_MIN_RELEVANCE nothing is cited",
+    )
 
 
 class ChatResponse(BaseModel):

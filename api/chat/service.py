@@ -12,7 +12,7 @@ import structlog
 from bson import ObjectId
 
 from api.chat.answer import EXTRACTIVE_PREFIX, FALLBACK_PREFIX, extractive_answer
-from api.chat.context import build_context
+from api.chat.context import build_context, relevant_or_nothing
 from api.chat.prompts import build_messages
 from api.chat.references import remove_invented_refs, used_citations
 from api.chat.safety import neutralise
@@ -56,6 +56,7 @@ class ChatService:
         context_tokens: int,
         notes_limit: int = 6,
         max_sections: int = 8,
+        min_relevance: float = 0.0,
     ) -> None:
         self.search = search
         self.model = model
@@ -63,19 +64,21 @@ class ChatService:
         self.context_tokens = context_tokens
         self.notes_limit = notes_limit
         self.max_sections = max_sections
+        self.min_relevance = min_relevance
 
     async def context(
         self, author_id: ObjectId, message: str, filters: SearchFilters | None
     ) -> Retrieved:
-        """The numbered sections for `message` (what the model would see), with the
-        search's warning when it fell back to keywords."""
+        """The numbered sections for `message` (what the model would see), none when no
+        section's estimated relevance reaches `min_relevance`; with the search's warning
+        when it fell back to keywords."""
         outcome = await self.search.search(
             author_id, message, limit=self.notes_limit, chunks_per_note=3, filters=filters
         )
         # Tokenising the sections takes milliseconds to tens of them: off the event loop.
         context, citations = await asyncio.to_thread(
             build_context,
-            outcome.results,
+            relevant_or_nothing(outcome.results, self.min_relevance),
             budget_tokens=self.context_tokens,
             count_tokens=self.count_tokens,
             max_sections=self.max_sections,
@@ -113,7 +116,7 @@ class ChatService:
     ) -> ChatResult:
         started = time.perf_counter()
         found = await self.context(author_id, message, filters)
-        if self.model is None:
+        if self.model is None or not found.citations:  # nothing relevant: no model call
             return self._extractive(message, found)
         messages = build_messages(found.context, message, _trim_history(history))
         try:
@@ -152,7 +155,7 @@ class ChatService:
         found = await self.context(author_id, message, filters)
         citations = found.citations
         yield ChatEvent("citations", {"citations": [citation_dict(c) for c in citations]})
-        if self.model is None:
+        if self.model is None or not citations:
             result = self._extractive(message, found)
             yield ChatEvent("token", {"text": result.answer})
             yield ChatEvent("done", result_dict(result))
@@ -212,6 +215,7 @@ def citation_dict(c: Citation) -> dict[str, Any]:
         "end_offset": c.end_offset,
         "snippet": c.snippet,
         "note_version": c.note_version,
+        "relevance": c.relevance,
     }
 
 

@@ -20,6 +20,7 @@ class Citation:
     snippet: str
     text: str  # the section text given to the model (possibly cut to fit the budget)
     note_version: int | None = None  # the version the offsets index
+    relevance: float | None = None  # the section's estimated relevance (search's)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ QUESTION_TYPES: tuple[str, ...] = get_args(QuestionType)
 
 _NOTE_KEYS = frozenset({"id", "title", "content_md", "tags", "meta"})
 _QUESTION_KEYS = frozenset({"id", "question", "gold", "type", "answer", "meta"})
-_GOLD_KEYS = frozenset({"note_id", "headings", "span"})
+_GOLD_KEYS = frozenset({"note_id", "headings", "span", "excerpt"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +75,8 @@ class Note:
 
 @dataclass(frozen=True, slots=True)
 class Gold:
-    """A gold leaf section: where the answer to a question is."""
+    """Where the answer to a question is: a leaf section's own body, or (an `excerpt`
+    gold) the answer's own characters, inside the section at `headings`."""
 
     note_id: str
     headings: tuple[str, ...]
@@ -199,6 +200,8 @@ def _resolve_gold(entry: Any, notes: Mapping[str, Note]) -> tuple[Gold | None, s
     note = notes.get(note_id) if isinstance(note_id, str) else None
     if note is None:
         return None, f"gold note_id {entry.get('note_id')!r} is not in the notes file"
+    if "excerpt" in entry:
+        return _gold_by_excerpt(note, entry)
     headings, span = entry.get("headings"), entry.get("span")
     error = _gold_shape_error(headings, span, note)
     if error is not None:
@@ -230,6 +233,23 @@ def _gold_shape_error(headings: Any, span: Any, note: Note) -> str | None:
             f"(content_md has {len(note.content_md)} characters) or empty"
         )
     return None
+
+
+def _gold_by_excerpt(note: Note, entry: dict[str, Any]) -> tuple[Gold | None, str | None]:
+    """An excerpt gold: `[start, end)` characters of the note that hold the answer (a hit
+    overlaps them); alone, without `headings` or `span`."""
+    excerpt = entry["excerpt"]
+    if "headings" in entry or "span" in entry:
+        return None, "gold `excerpt` goes alone, without `headings` or `span`"
+    if (
+        not isinstance(excerpt, list)
+        or len(excerpt) != 2
+        or not all(isinstance(x, int) and not isinstance(x, bool) for x in excerpt)
+        or not 0 <= excerpt[0] < excerpt[1] <= len(note.content_md)
+    ):
+        return None, f"gold `excerpt` must be [start, end] inside note {note.id!r}, not empty"
+    section = note.section_at(excerpt[0])
+    return Gold(note.id, section.headings if section else (), (excerpt[0], excerpt[1])), None
 
 
 def _gold_by_span(note: Note, span: list[int]) -> tuple[Gold | None, str | None]:

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from itertools import pairwise
+from typing import Any
 
 from api.retrieval.local.fulltext import CJK_CHAR
 from api.retrieval.note_text import TextWindows
@@ -262,4 +263,19 @@ def _section(run: list[ChunkHit], scorer: NoteScorer, content: TextWindows | Non
         end_offset=end,
         score=scorer([h.score for h in run]),
         note_version=first.note_version,
+        retriever_scores=_best(run, lambda h: h.retriever_scores, max),
+        ranks=_best(run, lambda h: h.ranks, min),
     )
+
+
+def _best(
+    run: list[ChunkHit],
+    of: Callable[[ChunkHit], Mapping[str, float]],
+    pick: Callable[[float, float], float],
+) -> dict[str, Any]:
+    """Per retriever, the best (`pick`) of the run's values (`of`: scores or ranks)."""
+    best: dict[str, Any] = {}
+    for hit in run:
+        for name, value in of(hit).items():
+            best[name] = value if name not in best else pick(best[name], value)
+    return best

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -30,6 +30,13 @@ from api.retrieval.local.serving import Serving
 from api.retrieval.note_level import NOTE_LEVEL_SCAN, NOTE_LEVEL_WARNING, note_level_results
 from api.retrieval.query_embedding import PendingEmbedding, QueryEmbeddingCache
 from api.retrieval.recheck import current_notes, section_texts
+from api.retrieval.relevance import (
+    QueryEvidence,
+    model_for,
+    query_evidence,
+    usable_model,
+    with_relevance,
+)
 from api.retrieval.types import ChunkHit, NoteResult, SearchFilters
 from connectors.embeddings.base import EmbeddingError
 
@@ -75,6 +82,9 @@ class SearchOutcome:
     mode: Mode | Literal["note_level"]
     backend: str
     warning: str | None = None
+    # What the candidate lists said about the query (relevance's input); None for the
+    # note-level fallback.
+    evidence: QueryEvidence | None = None
 
 
 class RetrievalService:
@@ -153,6 +163,7 @@ class RetrievalService:
         )
         k = max(self.ranking.candidates, limit * chunks_per_note * 4)
         results: list[NoteResult] = []
+        kept: list[ChunkHit] = []
         while True:
             lists = await self._retrieve(author_id, query, embedding, mode, k, filters, reading)
             if mode == "hybrid" and (failure := embedding.failure()) is not None:
@@ -164,13 +175,19 @@ class RetrievalService:
             # The round with the most notes is kept; of equals, the first (deeper lists
             # only add weaker chunks of the same notes).
             if len(found) > len(results) or not results:
-                results = found
+                results, kept = found, hits
             deeper = await self._deeper_k(author_id, filters, lists, k, len(results), limit)
             if deeper is None:
                 break
             k = deeper
             log.info("search.deepened", k=k, notes=len(results), limit=limit)
-        return self._outcome(started, results, mode, hits=len(hits), warning=warning)
+        # Atlas reports a vector score of (1 + cosine) / 2.
+        ev = query_evidence(query, kept, cosine_from_score=self.backend.name != "atlas")
+        # Cosines belong to the model that embedded the query (an older generation's too).
+        relevance_model = model_for(getattr(embedder, "model", None))
+        results = with_relevance(results, ev, usable_model(relevance_model, ev))
+        outcome = self._outcome(started, results, mode, hits=len(hits), warning=warning)
+        return replace(outcome, evidence=ev)
 
     async def _retrieve(
         self,

@@ -199,6 +199,13 @@ class SectionMatch:
     # The note version whose content_md the offsets index (its indexed version; the note
     # may have been edited since). None when unknown.
     note_version: int | None = None
+    # Each retriever's best raw score and best rank over the section's chunks (retrievers
+    # that returned none of them are absent): the evidence `relevance` is computed from.
+    retriever_scores: dict[str, float] = field(default_factory=dict)
+    ranks: dict[str, int] = field(default_factory=dict)
+    # Estimated probability that the section answers the query (api.retrieval.relevance);
+    # None until estimated.
+    relevance: float | None = None
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)
@@ -211,3 +218,5 @@ class NoteResult:
     updated_at: datetime
     score: float
     matching_chunks: list[SectionMatch]
+    # The best `relevance` of its sections (None until estimated).
+    relevance: float | None = None
