@@ -65,6 +65,7 @@ def settled_end(text: str) -> int:
             _after_open_backticks(text, start, stop, code),
             _open_tag(text, start, stop, literal),
             _open_line(text, end),
+            _open_lead(text, code),
         )
         for hold in holds:
             if hold is not None and hold < end:
@@ -239,6 +240,23 @@ def _open_tag(text: str, start: int, stop: int, literal: _Spans) -> int | None:
                 return i
         i = text.find("<", i + 1)
     return None
+
+
+# An answer's first kept character, a backtick after indentation ("\n `x`", "[9]\n  `x`"):
+# the final answer keeps that indentation only if the backtick opens code.
+_INDENTED_LEAD = re.compile(r"(?:\s|\[[\d\s,;–-]*\])*[ \t]`")
+
+
+def _open_lead(text: str, code: _Spans) -> int | None:
+    """0 while the answer's first kept character is an indented backtick that may still
+    open a code span or not (its paragraph is open); unless the answer began indented."""
+    lead = _INDENTED_LEAD.match(text)
+    if lead is None or text[:1] in (" ", "\t"):
+        return None
+    tick = lead.end() - 1
+    if code.skip(tick) != tick or _paragraph(text, code, tick)[1] < len(text):
+        return None
+    return 0
 
 
 def _open_line(text: str, end: int) -> int | None:

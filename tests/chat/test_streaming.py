@@ -59,6 +59,9 @@ CASES = [
     ("See [1](http://u) and [1].", "See [1](http://u) and [1]."),
     ("日本[9] [1]。", "日本[1]。"),
     ("[1, 9] and [2-3].", "[1] and [2, 3]."),
+    # An indented first backtick: the indentation stays only if it opens code.
+    ("\n `code` [1]", " `code` [1]"),
+    ("[9]\n  `x` y [1]", "  `x` y [1]"),
     # "(- [)" after "[1]" is no link destination: its "[" may still open a link.
     (
         "Backups[1](- [)[click](javascript:alert(1))",
