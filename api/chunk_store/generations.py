@@ -124,62 +124,63 @@ class ServingRecords:
         )
 
 
-async def backfill_generations(db: AsyncDatabase, batch: int = 1000) -> tuple[int, int]:
+MISSING = {"generation": None}  # written before generations existed
+
+
+async def backfill_generations(db: AsyncDatabase, batch: int = 200) -> tuple[int, int]:
     """Give every chunk and every indexed note written before generations existed its
     `generation`: a chunk's from its note's `chunking_version` and its own
     `embedding_model`, a note's from its two index fields. Idempotent, and cheap once done
-    (one bounded look-up per collection on the `generation` indexes). Returns (chunks,
-    notes) updated."""
+    (one bounded look-up per collection on the `generation` indexes). Each write covers
+    `batch` notes: one statement over a large legacy collection outlasts the socket
+    timeout on the embedded server (tests/retrieval/test_updated_after_scale.py). Returns
+    (chunks, notes) updated."""
     chunks = notes = 0
-    missing = {"generation": None}
-    while note_ids := await _chunk_notes_missing(db, batch):
-        versions = {
-            doc["_id"]: doc.get("chunking_version")
-            async for doc in db.notes.find({"_id": {"$in": note_ids}}, {"chunking_version": 1})
-        }
-        models = await db.note_chunks.distinct(
-            "embedding_model", {"note_id": {"$in": note_ids}, **missing}
-        )
-        by_version: dict[Any, list[Any]] = {}
-        for note_id in note_ids:
-            by_version.setdefault(versions.get(note_id), []).append(note_id)
-        for chunking_version, ids in by_version.items():
-            for model in [m for m in models if isinstance(m, str)]:
-                result = await db.note_chunks.update_many(
-                    {"note_id": {"$in": ids}, "embedding_model": model, **missing},
-                    {"$set": {"generation": generation_of(chunking_version, model)}},
+    while note_ids := await db.note_chunks.distinct("note_id", MISSING):
+        for start in range(0, len(note_ids), batch):
+            chunks += await _backfill_chunks(db, note_ids[start : start + batch])
+    while pending := await db.notes.find(
+        {**MISSING, "indexed_version": {"$ne": None}},
+        {"chunking_version": 1, "embedding_model": 1},
+    ).to_list():
+        by_pair: dict[str, list[Any]] = {}
+        for note in pending:
+            key = generation_of(note.get("chunking_version"), note.get("embedding_model"))
+            by_pair.setdefault(key, []).append(note["_id"])
+        for generation, ids in by_pair.items():
+            for start in range(0, len(ids), batch * 5):
+                part = ids[start : start + batch * 5]
+                result = await db.notes.update_many(
+                    {"_id": {"$in": part}, **MISSING}, {"$set": {"generation": generation}}
                 )
-                chunks += result.modified_count
-            # No model (or not a string): still one generation, so the loop ends.
-            result = await db.note_chunks.update_many(
-                {"note_id": {"$in": ids}, **missing},
-                {"$set": {"generation": generation_of(chunking_version, None)}},
-            )
-            chunks += result.modified_count
-    pairs = await db.notes.aggregate(
-        [
-            {"$match": {**missing, "indexed_version": {"$ne": None}}},
-            {"$group": {"_id": {"c": "$chunking_version", "m": "$embedding_model"}}},
-        ]
-    )
-    async for pair in pairs:
-        key = pair["_id"]
-        result = await db.notes.update_many(
-            {
-                **missing,
-                "indexed_version": {"$ne": None},
-                "chunking_version": key.get("c"),
-                "embedding_model": key.get("m"),
-            },
-            {"$set": {"generation": generation_of(key.get("c"), key.get("m"))}},
-        )
-        notes += result.modified_count
+                notes += result.modified_count
     return chunks, notes
 
 
-async def _chunk_notes_missing(db: AsyncDatabase, batch: int) -> list[Any]:
-    """Up to `batch` notes with chunks that have no `generation` yet."""
-    groups = await db.note_chunks.aggregate(
-        [{"$match": {"generation": None}}, {"$group": {"_id": "$note_id"}}, {"$limit": batch}]
+async def _backfill_chunks(db: AsyncDatabase, note_ids: list[Any]) -> int:
+    """The generation of these notes' chunks that have none; returns how many."""
+    versions = {
+        doc["_id"]: doc.get("chunking_version")
+        async for doc in db.notes.find({"_id": {"$in": note_ids}}, {"chunking_version": 1})
+    }
+    models = await db.note_chunks.distinct(
+        "embedding_model", {"note_id": {"$in": note_ids}, **MISSING}
     )
-    return [g["_id"] async for g in groups]
+    by_version: dict[Any, list[Any]] = {}
+    for note_id in note_ids:
+        by_version.setdefault(versions.get(note_id), []).append(note_id)
+    updated = 0
+    for chunking_version, ids in by_version.items():
+        for model in [m for m in models if isinstance(m, str)]:
+            result = await db.note_chunks.update_many(
+                {"note_id": {"$in": ids}, "embedding_model": model, **MISSING},
+                {"$set": {"generation": generation_of(chunking_version, model)}},
+            )
+            updated += result.modified_count
+        # No model (or not a string): still one generation, so the outer loop ends.
+        result = await db.note_chunks.update_many(
+            {"note_id": {"$in": ids}, **MISSING},
+            {"$set": {"generation": generation_of(chunking_version, None)}},
+        )
+        updated += result.modified_count
+    return updated
