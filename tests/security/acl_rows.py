@@ -40,12 +40,12 @@ Train tickets to Kyoto are booked.
 """
 
 PUBLIC: dict[str, str] = {
+    "GET /": "the web page (it asks for a key and sends it to /v1)",
     "GET /healthz": "liveness",
     "GET /readyz": "readiness",
     "GET /metrics": "Prometheus text (protected only when AUTONOTE_METRICS_TOKEN is set)",
     "GET /openapi.json": "the API description",
     "GET /docs": "Swagger UI",
-    "GET /docs/oauth2-redirect": "Swagger UI OAuth helper page",
     "GET /redoc": "ReDoc",
 }
 

@@ -175,5 +175,11 @@ export function createNotes(report) {
     $("clear-search").addEventListener("click", clearSearch);
   }
 
-  return { wire, refreshList, open, reset: () => panel(null) };
+  function reset() {
+    clearTimeout(poll);
+    current = null;
+    panel(null);
+  }
+
+  return { wire, refreshList, open, reset };
 }
