@@ -17,6 +17,14 @@ SET_NAMES = {
 TARGET = (0.80, 0.90)
 
 
+def _runs(results: Sequence[SetResult]) -> str:
+    return "; ".join(
+        f"{r.name} {what} {when}"
+        for r in results
+        for what, when in getattr(r, "measured", {}).items()
+    )
+
+
 def _sets(results: Sequence[SetResult], an: Analysis) -> list[str]:
     out = [
         "| set | index | dev / test questions | test R@3 | test MRR@3 | dev R@3 | dev MRR@3 |",
@@ -163,7 +171,11 @@ def render_text(results: Sequence[SetResult], an: Analysis) -> str:
         "Reproduce: `.venv/bin/python -m benchmarks.retrieval_levers` (embeddings cached in "
         "`benchmarks/.data/`).",
         "",
-        machine_note() + " Code: " + code_revision("api/retrieval", "benchmarks") + ".",
+        machine_note().replace("Measured", "Rendered", 1)
+        + " Code: "
+        + code_revision("api/retrieval", "benchmarks")
+        + ". "
+        "Searches run: " + _runs(results) + ".",
         "",
         "Three sets, each split by page into dev (fit and choose) and test (report). *docs* "
         "and *chroma* are text written elsewhere (licences: their READMEs); the docs "
