@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import pickle
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from api.evaluation.embedding_cache import CachingEmbedder
 from api.evaluation.harness import EvalCorpus, default_embedder, eval_server, open_corpus
 from api.logging import configure_logging
 from benchmarks.chroma_retrieval import build_dataset as chroma_dataset
-from benchmarks.common import DATA_DIR, REPO_ROOT, update_claims, update_section
+from benchmarks.common import DATA_DIR, REPO_ROOT, code_revision, update_claims, update_section
 from benchmarks.retrieval_levers_e5 import (
     COST_TEXTS,
     E5_LEVER,
@@ -119,8 +120,13 @@ async def run_set(
         for split in ("dev", "test"):
             res.foreign[split] = await collect(corpus, _foreign(name, sets, split), SHIPPED)
         await _latency(corpus, res)
+    res.measured["search levers"] = _stamp()
     await run_e5(res, url, emb)
     return res
+
+
+def _stamp() -> str:
+    return f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {code_revision('api/retrieval', 'benchmarks')}"
 
 
 async def run_e5(res: SetResult, url: str, emb: Any) -> None:
@@ -138,6 +144,7 @@ async def run_e5(res: SetResult, url: str, emb: Any) -> None:
         ) as corpus:
             e5.save(E5_CACHE)
             res.runs[E5_LEVER] = await collect(corpus, res.dataset.questions, SHIPPED)
+            res.measured["embedding model"] = _stamp()
             if res.name == "docs":
                 texts = [c.embedding_text for c in (await corpus.chunk_records())[:COST_TEXTS]]
                 queries = [q.question for q in res.dataset.questions[:COST_TEXTS]]

@@ -182,6 +182,7 @@ class SetResult:
     latency: dict[str, float] = field(default_factory=dict)  # lever → median time ratio
     search_ms: float = 0.0  # median shipped search, same timing rounds
     model_cost: Any = None  # the embedding-model lever's `ModelCost` (docs set only)
+    measured: dict[str, str] = field(default_factory=dict)  # what → when and which code
 
 
 Key = Callable[[SectionRecord], float]

