@@ -15,6 +15,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, PlainTextResponse
 
+from api.chat.routes import openai_router
 from api.chat.routes import router as chat_router
 from api.chat.schemas import CHAT_MAX_BODY_BYTES
 from api.config import Settings, load_settings
@@ -120,6 +121,7 @@ def create_app(
             "/v1/notes/import": settings.autonote_max_import_bytes,
             # No valid search or chat needs the general limit (see the constants).
             "/v1/search": min(settings.autonote_max_request_bytes, SEARCH_MAX_BODY_BYTES),
+            "/v1/chat/completions": min(settings.autonote_max_request_bytes, CHAT_MAX_BODY_BYTES),
             "/v1/chat": min(settings.autonote_max_request_bytes, CHAT_MAX_BODY_BYTES),
         },
     )
@@ -131,6 +133,7 @@ def create_app(
     app.include_router(users_router)
     app.include_router(search_router)
     app.include_router(chat_router)
+    app.include_router(openai_router)
     app.state.mcp = McpEndpoint(
         allow_writes=settings.autonote_mcp_allow_writes,
         max_body_bytes=settings.autonote_max_request_bytes,

@@ -1,23 +1,33 @@
-"""`POST /v1/chat` (JSON or SSE) and `POST /v1/chat/context`."""
+"""`POST /v1/chat` (JSON or SSE), `POST /v1/chat/context`, and the OpenAI-compatible
+`POST /v1/chat/completions` and `GET /v1/models`."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
 from fastapi.sse import format_sse_event
 
+from api.chat import openai_compat
 from api.chat.prompts import SYSTEM_PROMPT
-from api.chat.schemas import ChatRequest, ChatResponse, CitationOut, ContextRequest, ContextResponse
+from api.chat.schemas import (
+    ChatRequest,
+    ChatResponse,
+    CitationOut,
+    ContextRequest,
+    ContextResponse,
+    OpenAIChatRequest,
+)
 from api.chat.service import ChatService, citation_dict, result_dict
 from api.chat.types import ChatEvent
 from api.schemas import AUTHED, errors
 from api.users.auth import CurrentUser
 
 router = APIRouter(prefix="/v1/chat", tags=["chat"])
+openai_router = APIRouter(prefix="/v1", tags=["openai"])
 
 
 def get_chat_service(request: Request) -> ChatService:
@@ -25,6 +35,7 @@ def get_chat_service(request: Request) -> ChatService:
 
 
 ChatServiceDep = Annotated[ChatService, Depends(get_chat_service)]
+_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 async def _sse(events: AsyncIterator[ChatEvent]) -> AsyncIterator[bytes]:
@@ -59,7 +70,7 @@ async def chat(body: ChatRequest, user: CurrentUser, chat_service: ChatServiceDe
         return StreamingResponse(
             _sse(events),
             media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            headers=_SSE_HEADERS,
         )
     result = await chat_service.answer(user.id, body.message, history, filters)
     return ChatResponse(**result_dict(result))
@@ -80,3 +91,39 @@ async def chat_context(
         system_prompt=SYSTEM_PROMPT,
         warning=found.warning,
     )
+
+
+@router.post(
+    "/completions",
+    responses={
+        200: {
+            "content": {"text/event-stream": {}},
+            "description": "A `chat.completion` whose content is the cited answer and its "
+            "Sources list, with the extra field `citations`; or, when `stream` is true, "
+            "`chat.completion.chunk` events ending with `citations` and `data: [DONE]`",
+        },
+        **errors(*AUTHED),
+    },
+)
+async def chat_completions(
+    body: OpenAIChatRequest, user: CurrentUser, chat_service: ChatServiceDep
+):
+    """OpenAI-compatible chat (point any OpenAI client's base URL at `/v1`): the same cited
+    answer as `POST /v1/chat`, from the last user message and the earlier turns; system
+    messages and sampling options are ignored. See docs/chat.md."""
+    message, history = openai_compat.question_and_history(body)
+    if body.stream:
+        events = chat_service.stream(user.id, message, history, None)
+        return StreamingResponse(
+            openai_compat.chunks(events, body.model),
+            media_type="text/event-stream",
+            headers=_SSE_HEADERS,
+        )
+    result = await chat_service.answer(user.id, message, history, None)
+    return openai_compat.completion(result, body.model)
+
+
+@openai_router.get("/models", responses=errors(*AUTHED))
+async def list_models(user: CurrentUser) -> dict[str, Any]:
+    """The one model OpenAI clients can pick: `autonote` (cited answers from your notes)."""
+    return openai_compat.models_list()

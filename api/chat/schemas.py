@@ -1,10 +1,10 @@
-"""`/v1/chat` and `/v1/chat/context` schemas."""
+"""`/v1/chat`, `/v1/chat/context` and `/v1/chat/completions` (OpenAI-compatible) schemas."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from api.retrieval.schemas import FiltersIn
 from api.schemas import NON_BLANK
@@ -111,3 +111,53 @@ class ContextResponse(BaseModel):
     warning: str | None = Field(
         None, description="Set when retrieval was degraded (e.g. keyword results only)"
     )
+
+
+class OpenAITextPart(BaseModel):
+    """A text part of a message's content (other part types are a 422)."""
+
+    type: Literal["text"]
+    text: str
+
+
+class OpenAIMessage(BaseModel):
+    """A Chat Completions message; its other fields (`name`, …) are ignored."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str | list[OpenAITextPart] | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, list):
+            return "".join(p.text for p in self.content)
+        return self.content or ""
+
+
+class OpenAIChatRequest(BaseModel):
+    """OpenAI's Chat Completions request. The last message is the question (a user
+    message); earlier user/assistant messages are the history; system messages are
+    ignored. Sampling fields are accepted (their types checked) and ignored; other
+    unknown fields are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+    model: str = Field("autonote", max_length=200)
+    messages: list[OpenAIMessage] = Field(min_length=1, max_length=100)
+    stream: bool = Field(False, strict=True)
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    n: Literal[1] | None = None
+    stop: str | list[str] | None = None
+    stream_options: dict[str, Any] | None = None
+    user: str | None = None
+
+    @model_validator(mode="after")
+    def _last_is_a_question(self) -> OpenAIChatRequest:
+        last = self.messages[-1]
+        if last.role != "user":
+            raise ValueError("the last message must be the user's question")
+        question = last.text()
+        if not question.strip() or len(question) > 8000:
+            raise ValueError("the question must be 1 to 8000 characters, not blank")
+        _unicode(question)
+        return self

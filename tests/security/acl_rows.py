@@ -239,6 +239,20 @@ ROWS: list[Row] = [
     ),
     Row(
         "POST",
+        "/v1/chat/completions",
+        "user",
+        200,
+        200,
+        _fixed(
+            "POST",
+            "/v1/chat/completions",
+            json={"model": "autonote", "messages": [{"role": "user", "content": QUESTION}]},
+        ),
+        owner_sees_marker=True,
+    ),
+    Row("GET", "/v1/models", "user", 200, 200, _fixed("GET", "/v1/models")),
+    Row(
+        "POST",
         "/v1/admin/users",
         "admin",
         201,
