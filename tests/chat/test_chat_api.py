@@ -162,7 +162,9 @@ async def test_extractive_stream(api: Api) -> None:
 async def test_chat_paths_never_reach_another_users_notes(
     chat_settings: Any, openai_stub: Any
 ) -> None:
-    async with running_app(chat_settings) as api:
+    # The model must be asked (what it is sent is the point), so chat never abstains on
+    # relevance here.
+    async with running_app(chat_settings.model_copy(update={"chat_min_relevance": 0.0})) as api:
         alice = await api.new_user("alice")
         mallory = await api.new_user("mallory")
         secret = await add(api, alice, "Alice bank", "## PIN\n\nMy card PIN is 8042.")
@@ -181,7 +183,9 @@ async def test_chat_paths_never_reach_another_users_notes(
         )
         assert "8042" not in ctx.text and secret["id"] not in ctx.text
         prompts = [json.dumps(req.body) for req in openai_stub.requests_to("/v1/chat/completions")]
-        assert len(prompts) == 3
+        # The filter to Alice's note leaves Mallory nothing: that one is answered without
+        # asking the model.
+        assert len(prompts) == 2
         assert all("8042" not in p and "Alice bank" not in p for p in prompts)
 
 

@@ -76,7 +76,9 @@ def fences(prompt: str) -> tuple[int, int]:
 async def test_an_obedient_model_cannot_reach_another_users_notes(
     obeying_settings: Any, openai_stub: Any
 ) -> None:
-    async with running_app(obeying_settings) as api:
+    # The model must be asked (what it is sent is the point), so chat never abstains here.
+    settings = obeying_settings.model_copy(update={"chat_min_relevance": 0.0})
+    async with running_app(settings) as api:
         victim = await api.new_user("victim")
         attacker = await api.new_user("attacker")
         victim_id = await add(api, victim, "Office vault", VICTIM_NOTE)
@@ -102,7 +104,10 @@ async def test_an_obedient_model_cannot_reach_another_users_notes(
                 assert resp.status_code == 200, resp.text
                 assert SECRET not in resp.text and "Office vault" not in resp.text
                 final = _final(resp.text) if stream else resp.json()
-                assert final["mode"] == "llm"
+                # Only the victim's note asked for: nothing of the attacker's matches, so chat
+                # answers that nothing matches without asking the model.
+                nothing = body.get("filters", {}).get("note_ids") == [victim_id]
+                assert final["mode"] == ("extractive" if nothing else "llm")
                 cited = {c["note_id"] for c in final["citations"]}
                 assert cited <= own, f"cites outside the attacker's notes: {cited - own}"
                 refs = {int(r) for r in re.findall(r"\[(\d+)\]", final["answer"])}
@@ -114,7 +119,7 @@ async def test_an_obedient_model_cannot_reach_another_users_notes(
         )
         assert SECRET not in ctx.text and {c["note_id"] for c in ctx.json()["citations"]} <= own
         prompts = [r.body for r in openai_stub.requests_to("/v1/chat/completions")]
-        assert len(prompts) == 2 * len(bodies)
+        assert len(prompts) == 2 * (len(bodies) - 1)  # all but the victim-only filter
         assert all(SECRET not in json.dumps(p) for p in prompts)
         # The victim's own chat never shows the model the attacker's instructions.
         openai_stub.reset()

@@ -292,6 +292,9 @@ async def test_embedding_outage_degrades_hybrid_to_keyword(
         openai_base_url=openai_stub.base_url,
         openai_max_retries=1,
         chat_model="gpt-test",
+        # What is checked is the warning chat carries; relevance on keyword evidence alone
+        # would have it abstain on this one-line note.
+        chat_min_relevance=0.0,
     )
     async with running_app(settings) as api:
         h = await api.new_user()
