@@ -23,6 +23,17 @@ if TYPE_CHECKING:
     from api.indexing.switch_estimate import ChangeEstimate
 
 
+# `serve` and `worker`: start re-indexing into a changed chunker or model without asking.
+YesOption = Annotated[
+    bool,
+    typer.Option(
+        "--yes",
+        "-y",
+        help="Start re-indexing into a changed chunker or embedding model without asking",
+    ),
+]
+
+
 def _switch(settings: Settings, db: AsyncDatabase) -> GenerationSwitch:
     """The generation switch of this configuration (the embedder is built the way the API
     builds it, but never called)."""

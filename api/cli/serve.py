@@ -7,20 +7,13 @@ from typing import Annotated
 import typer
 
 from api.cli.common import settings_or_exit
-from api.cli.index import reindex_gate
+from api.cli.index import YesOption, reindex_gate
 
 
 def serve(
     host: Annotated[str | None, typer.Option(help="Bind address (AUTONOTE_HOST)")] = None,
     port: Annotated[int | None, typer.Option(min=1, max=65535, help="Port (AUTONOTE_PORT)")] = None,
-    yes: Annotated[
-        bool,
-        typer.Option(
-            "--yes",
-            "-y",
-            help="Start re-indexing into a changed chunker or embedding model without asking",
-        ),
-    ] = False,
+    yes: YesOption = False,
 ) -> None:
     """Serve the REST API. With no MONGODB_URL it starts the embedded database in
     AUTONOTE_DATA_DIR; with no OPENAI_API_KEY it embeds with the local ONNX model. When the

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from api.cli.common import database, run_or_exit, settings_or_exit
-from api.cli.index import reindex_gate
+from api.cli.index import YesOption, reindex_gate
 from api.config import Settings
 from api.db.search import search_backend
 
@@ -17,14 +17,7 @@ def worker(
     concurrency: Annotated[
         int, typer.Option(min=1, max=64, help="Indexing loops in this process")
     ] = 2,
-    yes: Annotated[
-        bool,
-        typer.Option(
-            "--yes",
-            "-y",
-            help="Start re-indexing into a changed chunker or embedding model without asking",
-        ),
-    ] = False,
+    yes: YesOption = False,
 ) -> None:
     """Run indexing workers only (no HTTP). Start as many processes as you like: they
     share the queue through leases. Uses the same settings as `serve`. When the chunker or

@@ -23,7 +23,7 @@ from api.mcp.schemas import (
 from api.notes.schemas import NoteCreate, NoteList, NotePatch, NoteSummary
 from api.notes.service import NotesService
 from api.notes.stored import note_content, note_status
-from api.retrieval.schemas import NoteHit, SearchRequest, SearchResponse
+from api.retrieval.schemas import SearchRequest, SearchResponse
 from api.retrieval.service import RetrievalService
 from api.users.types import User
 
@@ -60,13 +60,7 @@ async def search_notes(s: Services, user: User, args: SearchRequest) -> SearchRe
         mode=args.mode,
         filters=args.filters.to_filters() if args.filters else None,
     )
-    return SearchResponse(
-        results=[NoteHit.from_result(r) for r in outcome.results],
-        took_ms=outcome.took_ms,
-        mode=outcome.mode,
-        backend=outcome.backend,
-        warning=outcome.warning,
-    )
+    return SearchResponse.from_outcome(outcome)
 
 
 async def get_note(s: Services, user: User, args: GetNoteArgs) -> NoteText:

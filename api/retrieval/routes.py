@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 
 from api.indexing.switch import GenerationSwitch
-from api.retrieval.schemas import IndexStatusResponse, NoteHit, SearchRequest, SearchResponse
+from api.retrieval.schemas import IndexStatusResponse, SearchRequest, SearchResponse
 from api.retrieval.service import RetrievalService
 from api.schemas import AUTHED, errors
 from api.users.auth import CurrentUser
@@ -46,13 +46,7 @@ async def search(
         mode=body.mode,
         filters=body.filters.to_filters() if body.filters else None,
     )
-    return SearchResponse(
-        results=[NoteHit.from_result(r) for r in outcome.results],
-        took_ms=outcome.took_ms,
-        mode=outcome.mode,
-        backend=outcome.backend,
-        warning=outcome.warning,
-    )
+    return SearchResponse.from_outcome(outcome)
 
 
 @router.get(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import (
     AfterValidator,
@@ -19,6 +19,9 @@ from pydantic import (
 from api.chunking.data_uri import elide_marked
 from api.retrieval.types import NoteResult, SearchFilters, SectionMatch
 from api.schemas import NON_BLANK, FilterTag, JsonInt, normalize_tags, utf8_clean
+
+if TYPE_CHECKING:
+    from api.retrieval.service import SearchOutcome
 
 NoteIdStr = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{24}$")]
 
@@ -244,6 +247,16 @@ class SearchResponse(BaseModel):
         description="Set when results are degraded, e.g. keyword-only while the "
         "embedding provider is unavailable",
     )
+
+    @classmethod
+    def from_outcome(cls, outcome: SearchOutcome) -> SearchResponse:
+        return cls(
+            results=[NoteHit.from_result(r) for r in outcome.results],
+            took_ms=outcome.took_ms,
+            mode=outcome.mode,
+            backend=outcome.backend,
+            warning=outcome.warning,
+        )
 
 
 class IndexGeneration(BaseModel):
