@@ -52,14 +52,7 @@ class ToolSpec:
 
 
 async def search_notes(s: Services, user: User, args: SearchRequest) -> SearchResponse:
-    outcome = await s.search.search(
-        user.id,
-        args.query,
-        limit=args.limit,
-        chunks_per_note=args.chunks_per_note,
-        mode=args.mode,
-        filters=args.filters.to_filters() if args.filters else None,
-    )
+    outcome = await s.search.search(user.id, args.query, **args.options())
     return SearchResponse.from_outcome(outcome)
 
 

@@ -38,14 +38,7 @@ async def search(
     fusion), grouped into notes: each result lists its matching sections with their heading
     breadcrumb and exact character offsets into the note. Only your own notes, only their
     current version. `mode`: `hybrid` (default), `vector` or `keyword`."""
-    outcome = await search_service.search(
-        user.id,
-        body.query,
-        limit=body.limit,
-        chunks_per_note=body.chunks_per_note,
-        mode=body.mode,
-        filters=body.filters.to_filters() if body.filters else None,
-    )
+    outcome = await search_service.search(user.id, body.query, **body.options())
     return SearchResponse.from_outcome(outcome)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -132,6 +132,15 @@ class SearchRequest(BaseModel):
         if not v.strip():
             raise ValueError("query must not be blank")
         return v
+
+    def options(self) -> dict[str, Any]:
+        """The keyword arguments of `RetrievalService.search` this request asks for."""
+        return {
+            "limit": self.limit,
+            "chunks_per_note": self.chunks_per_note,
+            "mode": self.mode,
+            "filters": self.filters.to_filters() if self.filters else None,
+        }
 
 
 class MatchingChunk(BaseModel):
